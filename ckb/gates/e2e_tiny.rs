@@ -1,0 +1,101 @@
+// Gate e2e_tiny: the engine's logits on the synthetic tiny qwen2 GGUF against the float64
+// numpy reference (ckb/gates/reference/qwen2_ref.py), per position, and its greedy
+// continuation against the reference's. Compiled inside the candidate engine crate.
+
+fn e2e_paths() -> (std::path::PathBuf, std::path::PathBuf) {
+    let fixtures = std::path::PathBuf::from(std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures"));
+    let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
+    (fixtures.join("tiny-qwen2.gguf"), data.join("vectors"))
+}
+
+/// Data lines of a vectors file (comments start with '#'), each split into numbers.
+fn e2e_rows(path: &std::path::Path) -> Vec<Vec<f64>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            l.split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<f64>().unwrap_or_else(|e| panic!("bad number {s:?} in {}: {e}", path.display())))
+                .collect()
+        })
+        .collect()
+}
+
+fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+#[test]
+fn logits_match_reference() {
+    let (model, vectors) = e2e_paths();
+    let rows = e2e_rows(&vectors.join("tiny_qwen2_logits.txt"));
+    let ids: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
+    let reference = &rows[1..];
+    assert_eq!(reference.len(), ids.len(), "one logits row per position");
+    let mut engine = Engine::load(&model).expect("tiny model loads");
+    let n_vocab = engine.n_vocab();
+    let all = engine.forward_all(&ids, 0).expect("forward_all");
+    let (mut max_abs, mut max_ref, mut top1, mut clear) = (0.0f64, 0.0f64, 0usize, 0usize);
+    for (t, r) in reference.iter().enumerate() {
+        assert_eq!(r.len(), n_vocab, "reference row {t} has the vocab's length");
+        let got = &all[t * n_vocab..(t + 1) * n_vocab];
+        for (a, b) in got.iter().zip(r) {
+            max_abs = max_abs.max((*a as f64 - b).abs());
+            max_ref = max_ref.max(b.abs());
+        }
+        let rf: Vec<f32> = r.iter().map(|&v| v as f32).collect();
+        let best = argmax(&rf);
+        let mut sorted = rf.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        // top-1 must agree wherever the reference's margin is clear of the error budget
+        if (sorted[0] - sorted[1]) as f64 > 0.02 * max_ref.max(1.0) {
+            clear += 1;
+            if argmax(got) == best {
+                top1 += 1;
+            }
+        } else if argmax(got) == best {
+            top1 += 1;
+            clear += 1;
+        }
+    }
+    // decode one token at a time must give what the batched prefill gave
+    engine.reset();
+    let mut max_step = 0.0f64;
+    for (t, &id) in ids.iter().enumerate() {
+        let l = engine.forward(&[id], t).expect("forward").to_vec();
+        for (a, b) in l.iter().zip(&all[t * n_vocab..(t + 1) * n_vocab]) {
+            max_step = max_step.max((a - b).abs() as f64);
+        }
+    }
+    let rel = max_abs / max_ref.max(1e-9);
+    println!(
+        "GATE e2e_tiny positions={} max_abs_err={max_abs:.3e} max_rel_err={rel:.3e} top1_agree={top1} top1_clear={clear} batch_vs_step={max_step:.3e}",
+        ids.len()
+    );
+    assert!(rel <= 0.03, "logits differ from the reference by {rel:.3e} of their scale (limit 3e-2)");
+    assert_eq!(top1, clear, "top-1 token differs from the reference at a position with a clear margin");
+    assert!(max_step <= 1e-3 * max_ref.max(1.0), "decode step by step differs from the batched prefill by {max_step:.3e}");
+}
+
+#[test]
+fn greedy_matches_reference() {
+    let (model, vectors) = e2e_paths();
+    let rows = e2e_rows(&vectors.join("tiny_qwen2_greedy.txt"));
+    let prompt: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
+    let want: Vec<u32> = rows[1].iter().map(|&v| v as u32).collect();
+    let mut engine = Engine::load(&model).expect("tiny model loads");
+    let mut p = rt::GenParams::greedy(want.len());
+    p.stop_at_eos = false;
+    let (got, stats) = engine.generate_ids(&prompt, &p, &mut |_, _| true).expect("generate");
+    let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+    println!("GATE e2e_tiny_greedy tokens={} matching_prefix={same} prompt_tokens={}", want.len(), stats.prompt_tokens);
+    assert_eq!(got, want, "greedy continuation differs from the reference");
+}

@@ -1,0 +1,358 @@
+// Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
+// reference only items every type selection has: COMPILED_TYPES, dot_row, dequant_row, act_kind,
+// Act, Pool, QMatrix, matvec, matmul and the act_quant helpers.
+//
+// kernel_<t>:         dot_row on pseudo-random rows and activations of several lengths against
+//                     an f64 dot of dequant_row(row) with the activation the kernel effectively
+//                     reads (x rebuilt from its Q8 blocks, or x rounded to f16/bf16). Checks each
+//                     kernel (the compiled one: AVX2 or scalar) against its own dequantization.
+// kernel_<t>_vectors: dequant_row and dot_row on committed vectors made by gguf-py
+//                     (ckb/gates/make_vectors.py): dequantization must match gguf-py (relative
+//                     1e-6), and the dot the f64 reference dot(dequant(row), x) within the bound
+//                     of the activation's quantization error.
+// matvec:             matvec and matmul against a naive loop of dot_row, for 1, 2 and 3 threads
+//                     (must be bitwise equal).
+// Each gate prints one line `GATE <id> key=value ...` before asserting.
+
+struct GateRng(u64);
+
+impl GateRng {
+    fn new(seed: u64) -> GateRng {
+        GateRng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next_u64(&mut self) -> u64 {
+        // xorshift64*
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    // Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    // Uniform in [-1, 1).
+    fn sym(&mut self) -> f32 {
+        2.0 * self.unit() - 1.0
+    }
+    // Roughly normal (sum of four uniforms), unit variance.
+    fn normal(&mut self) -> f32 {
+        (self.sym() + self.sym() + self.sym() + self.sym()) * 0.866
+    }
+}
+
+fn gate_tag(ty: GgmlType) -> String {
+    ty.name().to_ascii_lowercase()
+}
+
+fn gate_put_f16(row: &mut [u8], at: usize, v: f32) {
+    row[at..at + 2].copy_from_slice(&f32_to_fp16(v).to_le_bytes());
+}
+
+// A random but valid row of `cols` values of type `ty`: random bytes, with every f16 scale field
+// set to a small finite value of random sign. Panics for a type whose layout the gate lacks.
+fn gate_random_row(ty: GgmlType, cols: usize, rng: &mut GateRng) -> Vec<u8> {
+    let n = ty.row_bytes(cols).expect("cols is a multiple of the block size");
+    let mut row: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
+    let bb = ty.block_bytes();
+    let scale = |rng: &mut GateRng| {
+        let s = 1e-3 * (1.0 + 30.0 * rng.unit());
+        if rng.next_u64() & 1 == 0 { s } else { -s }
+    };
+    match ty {
+        GgmlType::F32 => {
+            for c in row.chunks_exact_mut(4) {
+                c.copy_from_slice(&rng.sym().to_le_bytes());
+            }
+        }
+        GgmlType::F16 => {
+            for c in row.chunks_exact_mut(2) {
+                c.copy_from_slice(&f32_to_fp16(rng.sym()).to_le_bytes());
+            }
+        }
+        GgmlType::BF16 => {
+            for c in row.chunks_exact_mut(2) {
+                c.copy_from_slice(&f32_to_bf16(rng.sym()).to_le_bytes());
+            }
+        }
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => {
+            for b in 0..n / bb {
+                let s = scale(rng);
+                gate_put_f16(&mut row, b * bb, s);
+            }
+        }
+        GgmlType::Q4_K => {
+            for b in 0..n / bb {
+                let (s, m) = (scale(rng).abs(), scale(rng).abs());
+                gate_put_f16(&mut row, b * bb, s);
+                gate_put_f16(&mut row, b * bb + 2, m);
+            }
+        }
+        GgmlType::Q6_K => {
+            for b in 0..n / bb {
+                let s = scale(rng);
+                gate_put_f16(&mut row, b * bb + 208, s);
+            }
+        }
+        other => panic!("gate_random_row has no block layout for {}; extend ckb/gates/kernels.rs", other.name()),
+    }
+    row
+}
+
+// Activation vectors of length n in several regimes (normal, wide range, zero blocks, ties).
+fn gate_random_x(n: usize, case: usize, rng: &mut GateRng) -> Vec<f32> {
+    match case % 5 {
+        0 => (0..n).map(|_| rng.normal()).collect(),
+        1 => (0..n).map(|i| rng.normal() * 10f32.powi((i % 7) as i32 - 3)).collect(),
+        2 => (0..n).map(|i| if (i / 256) % 2 == 0 && (i / 32) % 3 != 1 { rng.normal() * 3.0 } else { 0.0 }).collect(),
+        3 => (0..n).map(|i| ((i % 9) as f32 - 4.0) * 0.25).collect(),
+        _ => (0..n).map(|_| rng.normal() * 1e-3).collect(),
+    }
+}
+
+fn gate_lengths(ty: GgmlType) -> Vec<usize> {
+    match ty.block_elems() {
+        1 => vec![1, 7, 31, 32, 33, 64, 100, 256, 896, 1000],
+        256 => vec![256, 512, 768, 1024, 4864],
+        be => vec![be, 2 * be, 3 * be, 7 * be, 256, 896, 4864].into_iter().filter(|n| n % be == 0).collect(),
+    }
+}
+
+// f64 reference dot of the dequantized row with the effective activation; returns (dot, sum |w x|).
+fn gate_ref_dot(w: &[f32], xe: &[f64]) -> (f64, f64) {
+    let mut dot = 0.0f64;
+    let mut mag = 0.0f64;
+    for (&a, &b) in w.iter().zip(xe) {
+        dot += a as f64 * b;
+        mag += (a as f64 * b).abs();
+    }
+    (dot, mag)
+}
+
+#[test]
+fn gate_kernel_dots() {
+    let mut failures = Vec::new();
+    for &ty in COMPILED_TYPES {
+        let tag = gate_tag(ty);
+        let kind = act_kind(ty);
+        let mut rng = GateRng::new(0x5EED_0000 + ty.id() as u64);
+        let (mut max_abs, mut max_rel, mut cases) = (0.0f64, 0.0f64, 0usize);
+        let mut bad = 0usize;
+        for n in gate_lengths(ty) {
+            for case in 0..10 {
+                let row = gate_random_row(ty, n, &mut rng);
+                let x = gate_random_x(n, case, &mut rng);
+                let act = Act::new(&x, &[kind]);
+                let got = dot_row(ty, &row, &act) as f64;
+                let mut w = vec![0.0f32; n];
+                dequant_row(ty, &row, &mut w);
+                let xe = act.effective(kind);
+                let (want, mag) = gate_ref_dot(&w, &xe);
+                let err = (got - want).abs();
+                let rel = if mag > 0.0 { err / mag } else { err };
+                max_abs = max_abs.max(err);
+                max_rel = max_rel.max(rel);
+                cases += 1;
+                // f32 accumulation over at most a few hundred blocks: 1e-5 of sum |w x| is ample.
+                if !(err <= 1e-5 * mag + 1e-30) {
+                    bad += 1;
+                    if bad <= 3 {
+                        failures.push(format!("{tag} n={n} case={case}: got {got}, want {want} (sum|wx| {mag})"));
+                    }
+                }
+            }
+        }
+        println!("GATE kernel_{tag} max_abs_err={max_abs:e} max_rel_err={max_rel:e} cases={cases}");
+    }
+    assert!(failures.is_empty(), "kernel gates failed:\n{}", failures.join("\n"));
+}
+
+// One case of a vector file.
+struct GateVector {
+    cols: usize,
+    row: Vec<u8>,
+    x: Vec<f32>,
+    deq: Vec<f32>,
+    dot: f64,
+}
+
+fn gate_parse_hex_bytes(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+fn gate_parse_f32_bits(s: &str) -> Option<Vec<f32>> {
+    s.split_ascii_whitespace().map(|h| u32::from_str_radix(h, 16).ok().map(f32::from_bits)).collect()
+}
+
+// Format (one item per line): `case <type> <cols>`, `row <hex bytes>`, `x <f32 bits hex>...`,
+// `deq <f32 bits hex>...`, `dot <f64>`, `end`; `#` starts a comment line.
+fn gate_parse_vectors(text: &str, ty: GgmlType) -> Result<Vec<GateVector>, String> {
+    let mut out = Vec::new();
+    let mut cur: Option<GateVector> = None;
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let bad = || format!("line {}: cannot parse '{key}'", ln + 1);
+        match key {
+            "case" => {
+                let mut it = rest.split_ascii_whitespace();
+                let t = it.next().ok_or_else(bad)?;
+                if !t.eq_ignore_ascii_case(ty.name()) {
+                    return Err(format!("line {}: case of type {t} in the {} file", ln + 1, ty.name()));
+                }
+                let cols = it.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+                cur = Some(GateVector { cols, row: Vec::new(), x: Vec::new(), deq: Vec::new(), dot: f64::NAN });
+            }
+            "row" => cur.as_mut().ok_or_else(bad)?.row = gate_parse_hex_bytes(rest).ok_or_else(bad)?,
+            "x" => cur.as_mut().ok_or_else(bad)?.x = gate_parse_f32_bits(rest).ok_or_else(bad)?,
+            "deq" => cur.as_mut().ok_or_else(bad)?.deq = gate_parse_f32_bits(rest).ok_or_else(bad)?,
+            "dot" => cur.as_mut().ok_or_else(bad)?.dot = rest.trim().parse().map_err(|_| bad())?,
+            "end" => {
+                let v = cur.take().ok_or_else(bad)?;
+                if v.x.len() != v.cols || v.deq.len() != v.cols || Some(v.row.len()) != ty.row_bytes(v.cols) {
+                    return Err(format!("line {}: case with inconsistent sizes", ln + 1));
+                }
+                out.push(v);
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn gate_kernel_vectors() {
+    let dir = std::env::var_os("METAINFER_GATE_DATA").map(std::path::PathBuf::from);
+    let mut failures = Vec::new();
+    for &ty in COMPILED_TYPES {
+        let tag = gate_tag(ty);
+        let Some(dir) = dir.as_ref() else {
+            println!("GATE kernel_{tag}_vectors skipped reason=METAINFER_GATE_DATA_not_set");
+            continue;
+        };
+        let path = dir.join("vectors").join(format!("dot_{tag}.txt"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("GATE kernel_{tag}_vectors skipped reason=vector_file_absent path={} error={}", path.display(), e.kind());
+                continue;
+            }
+        };
+        let vectors = match gate_parse_vectors(&text, ty) {
+            Ok(v) => v,
+            Err(e) => {
+                println!("GATE kernel_{tag}_vectors max_abs_err=nan max_rel_err=nan cases=0 error=bad_vector_file");
+                failures.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        let kind = act_kind(ty);
+        let (mut max_abs, mut max_rel, mut deq_rel, mut deq_abs) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for (k, v) in vectors.iter().enumerate() {
+            let mut w = vec![0.0f32; v.cols];
+            dequant_row(ty, &v.row, &mut w);
+            for (i, (&a, &b)) in w.iter().zip(&v.deq).enumerate() {
+                let err = (a as f64 - b as f64).abs();
+                let rel = if b != 0.0 { err / (b as f64).abs() } else { err };
+                deq_abs = deq_abs.max(err);
+                deq_rel = deq_rel.max(rel);
+                if !(err <= 1e-6 * (b as f64).abs() + 1e-30) {
+                    failures.push(format!("{tag} case {k}: dequant[{i}] = {a}, gguf-py {b}"));
+                    break;
+                }
+            }
+            let act = Act::new(&v.x, &[kind]);
+            let got = dot_row(ty, &v.row, &act) as f64;
+            let xe = act.effective(kind);
+            // Bound: the activation's quantization (or rounding) error, plus f32 summation.
+            let mut qerr = 0.0f64;
+            let mut mag = 0.0f64;
+            for ((&wi, &xi), &ei) in v.deq.iter().zip(&v.x).zip(&xe) {
+                qerr += (wi as f64).abs() * (xi as f64 - ei).abs();
+                mag += (wi as f64 * xi as f64).abs();
+            }
+            let err = (got - v.dot).abs();
+            let rel = if mag > 0.0 { err / mag } else { err };
+            max_abs = max_abs.max(err);
+            max_rel = max_rel.max(rel);
+            if !(err <= qerr * (1.0 + 1e-6) + 1e-5 * mag + 1e-30) {
+                failures.push(format!("{tag} case {k}: dot {got}, gguf-py reference {} (bound {})", v.dot, qerr + 1e-5 * mag));
+            }
+        }
+        println!(
+            "GATE kernel_{tag}_vectors max_abs_err={max_abs:e} max_rel_err={max_rel:e} deq_max_abs_err={deq_abs:e} deq_max_rel_err={deq_rel:e} cases={}",
+            vectors.len()
+        );
+    }
+    assert!(failures.is_empty(), "vector gates failed:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn gate_matvec() {
+    let mut mismatches = 0usize;
+    let mut max_abs = 0.0f64;
+    let mut cases = 0usize;
+    let pools: Vec<Pool> = [1usize, 2, 3].iter().map(|&t| Pool::new(t)).collect();
+    let mut rng = GateRng::new(0x3A7_7EC);
+    for &ty in COMPILED_TYPES {
+        let kind = act_kind(ty);
+        for &(rows, cols) in &[(37usize, 512usize), (300, 256), (1, 768)] {
+            let row_bytes = ty.row_bytes(cols).expect("block multiple");
+            let mut data = Vec::with_capacity(rows * row_bytes);
+            for _ in 0..rows {
+                data.extend(gate_random_row(ty, cols, &mut rng));
+            }
+            let w = QMatrix { ty, rows, cols, row_bytes, data: &data };
+            let xs: Vec<Act> = (0..5).map(|c| Act::new(&gate_random_x(cols, c, &mut rng), &[kind])).collect();
+            let naive: Vec<Vec<f32>> =
+                xs.iter().map(|x| (0..rows).map(|r| dot_row(ty, &data[r * row_bytes..(r + 1) * row_bytes], x)).collect()).collect();
+            for pool in &pools {
+                for rep in 0..3 {
+                    let mut out = vec![f32::NAN; rows];
+                    matvec(pool, &w, &xs[rep], &mut out);
+                    for (a, b) in out.iter().zip(&naive[rep]) {
+                        max_abs = max_abs.max((*a as f64 - *b as f64).abs());
+                        mismatches += (a.to_bits() != b.to_bits()) as usize;
+                    }
+                    cases += 1;
+                }
+                for n_tok in [1usize, 2, 5] {
+                    let mut out = vec![f32::NAN; n_tok * rows];
+                    matmul(pool, &w, &xs[..n_tok], &mut out);
+                    for t in 0..n_tok {
+                        for (a, b) in out[t * rows..(t + 1) * rows].iter().zip(&naive[t]) {
+                            max_abs = max_abs.max((*a as f64 - *b as f64).abs());
+                            mismatches += (a.to_bits() != b.to_bits()) as usize;
+                        }
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    // Many small jobs back to back: the pool must neither lose nor repeat a task.
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    for pool in &pools {
+        for n in 0..200usize {
+            counter.store(0, std::sync::atomic::Ordering::SeqCst);
+            pool.run(n % 17, &|i| {
+                counter.fetch_add(i + 1, std::sync::atomic::Ordering::SeqCst);
+            });
+            let m = n % 17;
+            if counter.load(std::sync::atomic::Ordering::SeqCst) != m * (m + 1) / 2 {
+                mismatches += 1;
+            }
+            cases += 1;
+        }
+    }
+    println!("GATE matvec max_abs_err={max_abs:e} mismatches={mismatches} cases={cases}");
+    assert_eq!(mismatches, 0, "matvec/matmul differ from the naive loop of dot_row");
+}

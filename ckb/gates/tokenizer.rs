@@ -1,0 +1,211 @@
+// Gate `tokenizer`: the engine's byte-level BPE tokenizer against reference ids made with HF
+// `tokenizers` (ckb/gates/make_vectors.py), on the tiny synthetic model and, when
+// METAINFER_REAL_MODEL names a file, on the real Qwen2.5 vocab. Compiled inside the engine
+// crate: sees `Gguf`, `Tokenizer` and every other engine item.
+//
+// Vector format (tokenizer_*.txt): '#' comment lines, then pairs of lines, a JSON string with the text, then the
+// comma-separated reference ids (empty for the empty text). Texts are encoded with special
+// tokens parsed (HF `encode(text, add_special_tokens=False)` matches added tokens).
+
+fn gate_tok_dir(var: &str, default: &str) -> std::path::PathBuf {
+    match std::env::var_os(var) {
+        Some(v) if !v.is_empty() => std::path::PathBuf::from(v),
+        _ => std::path::PathBuf::from(default),
+    }
+}
+
+fn gate_tok_cases(path: &std::path::Path) -> Vec<(String, Vec<u32>)> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read tokenizer vectors {}: {e}", path.display()));
+    // '#' lines are comments (a text line starts with '"', an ids line with a digit or is empty).
+    let mut lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).filter(|l| !l.starts_with('#')).collect();
+    if lines.last() == Some(&"") {
+        lines.pop();
+    }
+    assert!(lines.len() % 2 == 0, "{}: expected pairs of lines, got {} lines", path.display(), lines.len());
+    let mut cases = Vec::new();
+    for (k, pair) in lines.chunks(2).enumerate() {
+        let s: String = rt::serde_json::from_str(pair[0])
+            .unwrap_or_else(|e| panic!("{}: case {k}: text is not a JSON string: {e}", path.display()));
+        let ids_line = pair[1].trim();
+        let ids: Vec<u32> = if ids_line.is_empty() {
+            Vec::new()
+        } else {
+            ids_line
+                .split(',')
+                .map(|x| x.trim().parse().unwrap_or_else(|e| panic!("{}: case {k}: bad id {x:?}: {e}", path.display())))
+                .collect()
+        };
+        cases.push((s, ids));
+    }
+    cases
+}
+
+/// Runs every case; returns (cases, id mismatches, round-trip failures) and prints the first few diffs.
+fn gate_tok_run(tok: &Tokenizer, cases: &[(String, Vec<u32>)], label: &str) -> (usize, usize, usize) {
+    let (mut bad, mut bad_rt, mut shown) = (0, 0, 0);
+    for (k, (text, want)) in cases.iter().enumerate() {
+        let got = tok.encode(text, true);
+        if &got != want {
+            bad += 1;
+            if shown < 8 {
+                shown += 1;
+                let first = got.iter().zip(want.iter()).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+                println!("{label} case {k} {text:?}: ids differ at {first}\n  got  {got:?}\n  want {want:?}");
+            }
+        }
+        let back = tok.decode(&got);
+        if &back != text {
+            bad_rt += 1;
+            if shown < 8 {
+                shown += 1;
+                println!("{label} case {k} {text:?}: decode(encode(text)) = {back:?}");
+            }
+        }
+    }
+    (cases.len(), bad, bad_rt)
+}
+
+#[test]
+fn gate_tokenizer_tiny() {
+    let fixtures = gate_tok_dir("METAINFER_FIXTURES", "tests/fixtures");
+    let data = gate_tok_dir("METAINFER_GATE_DATA", "ckb/gates");
+    let g = Gguf::open(&fixtures.join("tiny-qwen2.gguf")).expect("open tiny-qwen2.gguf");
+    let tok = Tokenizer::from_gguf(&g).expect("tokenizer from tiny-qwen2.gguf");
+    let cases = gate_tok_cases(&data.join("vectors").join("tokenizer_tiny.txt"));
+
+    // Structure: specials are single ids only when parsed; eos ends generation; bytes round-trip.
+    let mut structural = 0usize;
+    let mut check = |ok: bool, what: &str| {
+        if !ok {
+            structural += 1;
+            println!("tokenizer structural check failed: {what}");
+        }
+    };
+    if let Some(im_end) = tok.token_id("<|im_end|>") {
+        check(tok.encode("<|im_end|>", true) == vec![im_end], "<|im_end|> parses to its id");
+        check(!tok.encode("<|im_end|>", false).contains(&im_end), "<|im_end|> is plain text without parse_special");
+        check(tok.eog_ids().contains(&im_end), "<|im_end|> is an eog id");
+        check(tok.token_bytes(im_end) == b"<|im_end|>", "control token bytes are its text");
+    }
+    if let Some(eos) = tok.eos_id() {
+        check(tok.eog_ids().contains(&eos), "eos is an eog id");
+    }
+    let all: Vec<u8> = (0u8..=255).collect();
+    let s = String::from_utf8_lossy(&all).into_owned();
+    check(tok.decode(&tok.encode(&s, false)) == s, "all-bytes text round-trips");
+    let ids = tok.encode(" hello", false);
+    let cat: Vec<u8> = ids.iter().flat_map(|&i| tok.token_bytes(i).to_vec()).collect();
+    check(cat == b" hello", "token_bytes concatenate to the text");
+    check(tok.token_bytes(u32::MAX).is_empty(), "token_bytes of a bad id is empty");
+    check(tok.n_vocab() == g.get_str_array("tokenizer.ggml.tokens").map(|v| v.len()).unwrap_or(0), "n_vocab");
+
+    let (n, bad, bad_rt) = gate_tok_run(&tok, &cases, "tiny");
+    println!("GATE tokenizer cases={n} mismatches={bad} roundtrip_failures={bad_rt} structural_failures={structural}");
+    assert!(n > 0, "no tokenizer cases");
+    assert_eq!(bad, 0, "{bad} of {n} tokenizer cases differ from the reference ids");
+    assert_eq!(bad_rt, 0, "{bad_rt} of {n} cases do not round-trip through decode");
+    assert_eq!(structural, 0, "{structural} structural tokenizer checks failed");
+}
+
+#[test]
+fn gate_tokenizer_real() {
+    let model = match std::env::var_os("METAINFER_REAL_MODEL") {
+        Some(p) if std::path::Path::new(&p).is_file() => std::path::PathBuf::from(p),
+        Some(p) => {
+            println!("GATE tokenizer_real skipped reason=\"METAINFER_REAL_MODEL={} is not a file\"", std::path::Path::new(&p).display());
+            return;
+        }
+        None => {
+            println!("GATE tokenizer_real skipped reason=\"METAINFER_REAL_MODEL not set\"");
+            return;
+        }
+    };
+    let data = gate_tok_dir("METAINFER_GATE_DATA", "ckb/gates");
+    let vectors = data.join("vectors").join("tokenizer_qwen.txt");
+    if !vectors.is_file() {
+        println!("GATE tokenizer_real skipped reason=\"{} missing\"", vectors.display());
+        return;
+    }
+    let g = Gguf::open(&model).expect("open the real model");
+    let t0 = std::time::Instant::now();
+    let tok = Tokenizer::from_gguf(&g).expect("tokenizer from the real model");
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let cases = gate_tok_cases(&vectors);
+    let t1 = std::time::Instant::now();
+    let (n, bad, bad_rt) = gate_tok_run(&tok, &cases, "real");
+    let enc_ms = t1.elapsed().as_secs_f64() * 1e3;
+    println!("GATE tokenizer_real cases={n} mismatches={bad} roundtrip_failures={bad_rt} load_ms={load_ms:.1} run_ms={enc_ms:.1}");
+    assert!(n > 0, "no tokenizer cases");
+    assert_eq!(bad, 0, "{bad} of {n} real-vocab tokenizer cases differ from the reference ids");
+    assert_eq!(bad_rt, 0, "{bad_rt} of {n} real-vocab cases do not round-trip through decode");
+}
+
+/// The chat template (contract chat_template) on the tiny fixture, which carries the real
+/// Qwen2.5 template: renderings must equal what transformers (Jinja2 with trim_blocks and
+/// lstrip_blocks) produces, including the default system prompt when none is given.
+#[test]
+fn gate_chat_template_qwen25() {
+    let fixtures = gate_tok_dir("METAINFER_FIXTURES", "tests/fixtures");
+    let g = Gguf::open(&fixtures.join("tiny-qwen2.gguf")).expect("open tiny-qwen2.gguf");
+    let Some(t) = ChatTemplate::from_gguf(&g).expect("chat template") else {
+        println!("GATE chat_template skipped reason=\"tiny-qwen2.gguf has no tokenizer.chat_template\"");
+        return;
+    };
+    let m = rt::Message::new;
+    let qwen_sys = "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n";
+    let cases: Vec<(Vec<rt::Message>, bool, String)> = vec![
+        (vec![m("user", "hi")], true, format!("{qwen_sys}<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")),
+        (vec![m("user", "hi")], false, format!("{qwen_sys}<|im_start|>user\nhi<|im_end|>\n")),
+        (
+            vec![m("system", "You are a coder."), m("user", "Write hello world in C.")],
+            true,
+            "<|im_start|>system\nYou are a coder.<|im_end|>\n<|im_start|>user\nWrite hello world in C.<|im_end|>\n<|im_start|>assistant\n".to_string(),
+        ),
+        (
+            vec![m("user", "hi"), m("assistant", "Hello! How can I help?"), m("user", "2+2?")],
+            true,
+            format!("{qwen_sys}<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello! How can I help?<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"),
+        ),
+        (
+            vec![m("system", "sys"), m("user", "a"), m("system", "mid system"), m("assistant", ""), m("user", "b")],
+            true,
+            "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>system\nmid system<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n".to_string(),
+        ),
+        (
+            vec![m("user", "call"), m("assistant", "x"), m("tool", "result1"), m("tool", "result2"), m("user", "ok")],
+            true,
+            format!("{qwen_sys}<|im_start|>user\ncall<|im_end|>\n<|im_start|>assistant\nx<|im_end|>\n<|im_start|>user\n<tool_response>\nresult1\n</tool_response>\n<tool_response>\nresult2\n</tool_response><|im_end|>\n<|im_start|>user\nok<|im_end|>\n<|im_start|>assistant\n"),
+        ),
+        (
+            vec![m("user", "unicode \u{2713} \u{65e5}\u{672c} \"quotes\" <b>html</b> {{ not template }} \n\n newlines  ")],
+            true,
+            format!("{qwen_sys}<|im_start|>user\nunicode \u{2713} \u{65e5}\u{672c} \"quotes\" <b>html</b> {{{{ not template }}}} \n\n newlines  <|im_end|>\n<|im_start|>assistant\n"),
+        ),
+    ];
+    let mut bad = 0;
+    for (k, (msgs, agp, want)) in cases.iter().enumerate() {
+        match t.render(msgs, *agp, "<|endoftext|>", "<|im_end|>") {
+            Ok(got) if &got == want => {}
+            Ok(got) => {
+                bad += 1;
+                println!("chat_template case {k}:\n  got  {got:?}\n  want {want:?}");
+            }
+            Err(e) => {
+                bad += 1;
+                println!("chat_template case {k}: {e}");
+            }
+        }
+    }
+    // Errors are rt::Error::Template carrying minijinja's message.
+    let broken = ChatTemplate::new("{% if x %}unclosed".to_string());
+    let err_ok = matches!(broken.render(&[], true, "", ""), Err(rt::Error::Template(_)));
+    let raising = ChatTemplate::new("{{ raise_exception('no users') }}".to_string());
+    let raise_ok = matches!(raising.render(&[], true, "", ""), Err(rt::Error::Template(ref s)) if s.contains("no users"));
+    let json = ChatTemplate::new("{{ {'k': [1, '\u{e9}', none, true]} | tojson }}|{{ '  a b '.strip().split(' ') | tojson }}".to_string());
+    let json_ok = json.render(&[], false, "", "").map(|s| s == "{\"k\": [1, \"\u{e9}\", null, true]}|[\"a\", \"b\"]").unwrap_or(false);
+    let n = cases.len() + 3;
+    let bad = bad + [err_ok, raise_ok, json_ok].iter().filter(|ok| !**ok).count();
+    println!("GATE chat_template cases={n} mismatches={bad}");
+    assert_eq!(bad, 0, "{bad} of {n} chat template cases differ from the transformers rendering");
+}

@@ -1,0 +1,225 @@
+// Activation forms for the dot kernels. A weight type's kernel dots one weight row with the
+// activation in the form ggml uses as that type's `vec_dot_type`, so that the integer parts of
+// the dot products are exactly ggml's: Q8_0 blocks for Q4_0/Q5_0/Q8_0 weights, Q8_K blocks for
+// the k-quants, x rounded to f16 / bf16 for F16 / BF16 weights, plain f32 for F32 weights.
+// The quantizers reproduce ggml's x86 CPU path bit for bit:
+// - q8_0 (ggml-cpu quantize_row_q8_0, AVX2 branch): amax = max |x|, d = amax/127 stored as f16
+//   (round to nearest even), id = 127/amax (0 when amax = 0), q = round_half_even(x*id) (the
+//   AVX2 branch's _mm256_round_ps(_MM_ROUND_NEAREST));
+// - q8_K (quantize_row_q8_K_ref, which x86 uses): max = the x with the largest |x| (first one on
+//   ties), iscale = -127/max, q = min(127, nearest_int(iscale*x)) with nearest_int rounding half
+//   to even, d = 1/iscale as f32, bsums[j] = sum of q[16j..16j+16]; an all-zero block gets
+//   d = 0, q = 0, bsums = 0.
+
+/// Which form of an activation a weight type's dot kernel reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ActKind {
+    F32,
+    F16,  // x rounded to f16 precision (ggml's vec_dot_type for F16 weights)
+    BF16, // x rounded to bf16 precision (ggml's vec_dot_type for BF16 weights)
+    Q8_0,
+    Q8K,
+}
+
+/// 32 activations quantized to 8 bits with one f16 scale (ggml block_q8_0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BlockQ8_0 {
+    pub(crate) d: u16,       // f16 bits of the scale
+    pub(crate) qs: [i8; 32], // x[j] ~= d * qs[j]
+}
+const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
+
+impl BlockQ8_0 {
+    pub(crate) const ZERO: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
+}
+
+/// 256 activations quantized to 8 bits with one f32 scale and 16-element sums (ggml block_q8_K).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BlockQ8K {
+    pub(crate) d: f32,          // scale: x[j] ~= d * qs[j]
+    pub(crate) qs: [i8; 256],   // [256]
+    pub(crate) bsums: [i16; 16], // [16] bsums[j] = sum of qs[16j..16j+16]
+}
+const _: () = assert!(std::mem::size_of::<BlockQ8K>() == 292);
+
+impl BlockQ8K {
+    pub(crate) const ZERO: BlockQ8K = BlockQ8K { d: 0.0, qs: [0; 256], bsums: [0; 16] };
+}
+
+/// IEEE half (given as its bits) to f32, exact for every input (normals, subnormals, inf, NaN).
+#[inline(always)]
+pub(crate) fn fp16_to_f32(h: u16) -> f32 {
+    let w = (h as u32) << 16;
+    let sign = w & 0x8000_0000;
+    let two_w = w.wrapping_add(w);
+    // Normal (and inf/NaN) numbers: shift the exponent and mantissa into place, rebias by 2^-112.
+    let normalized = f32::from_bits((two_w >> 4) + (0xE0 << 23)) * f32::from_bits(0x0780_0000);
+    // Subnormals: build 0.5 + m * 2^-24 and subtract the 0.5.
+    let denormalized = f32::from_bits((two_w >> 17) | (126 << 23)) - 0.5;
+    let bits = if two_w < (1 << 27) { denormalized.to_bits() } else { normalized.to_bits() };
+    f32::from_bits(sign | bits)
+}
+
+/// f32 to IEEE half bits, round to nearest even (what F16C's vcvtps2ph with imm 0 does).
+#[inline]
+pub(crate) fn f32_to_fp16(x: f32) -> u16 {
+    rt::half::f16::from_f32(x).to_bits()
+}
+
+/// bf16 bits to f32 (exact).
+#[inline(always)]
+pub(crate) fn bf16_to_f32(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// f32 to bf16 bits exactly like ggml's GGML_FP32_TO_BF16: round to nearest even, NaN quieted.
+#[inline]
+pub(crate) fn f32_to_bf16(x: f32) -> u16 {
+    let u = x.to_bits();
+    if (u & 0x7fff_ffff) > 0x7f80_0000 {
+        return ((u >> 16) | 64) as u16;
+    }
+    (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16
+}
+
+/// Round to nearest, ties to even, for |v| < 2^22: ggml's nearest_int (adding 1.5 * 2^23 leaves
+/// the rounded integer in the low mantissa bits). Equal to `v.round_ties_even() as i32` there.
+#[inline(always)]
+pub(crate) fn nearest_int(v: f32) -> i32 {
+    ((v + 12582912.0f32).to_bits() as i32).wrapping_sub(0x4B40_0000)
+}
+
+/// Quantizes `x` (len = 32 * out.len()) to Q8_0 blocks exactly like ggml's x86 quantize_row_q8_0.
+pub(crate) fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    assert_eq!(x.len(), out.len() * 32, "quantize_row_q8_0: {} values for {} blocks", x.len(), out.len());
+    for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
+        let mut amax = 0.0f32;
+        for &v in xs {
+            amax = amax.max(v.abs());
+        }
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        b.d = f32_to_fp16(d);
+        for (q, &v) in b.qs.iter_mut().zip(xs) {
+            *q = nearest_int(v * id) as i8; // |v * id| <= 127
+        }
+    }
+}
+
+/// Quantizes `x` (len = 256 * out.len()) to Q8_K blocks exactly like ggml's quantize_row_q8_K_ref.
+pub(crate) fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+    assert_eq!(x.len(), out.len() * 256, "quantize_row_q8_k: {} values for {} blocks", x.len(), out.len());
+    for (b, xs) in out.iter_mut().zip(x.chunks_exact(256)) {
+        // The first x of largest |x| (ggml's strict `>` scan), found in two vectorizable passes.
+        let mut amax = 0.0f32;
+        for &v in xs {
+            amax = amax.max(v.abs());
+        }
+        if amax == 0.0 || amax.is_nan() {
+            *b = BlockQ8K::ZERO;
+            continue;
+        }
+        let max = xs.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax);
+        let iscale = -127.0f32 / max;
+        for (q, &v) in b.qs.iter_mut().zip(xs) {
+            *q = nearest_int(iscale * v).min(127) as i8; // |iscale * v| <= 127
+        }
+        for (s, qs) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+            *s = qs.iter().map(|&q| q as i16).sum();
+        }
+        b.d = 1.0 / iscale;
+    }
+}
+
+/// One activation vector in the forms the kernels of the engine's weight types read.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Act {
+    pub(crate) f32: Vec<f32>,         // [n] always kept
+    pub(crate) f16: Vec<f32>,         // [n] x rounded to f16 (as f32) when F16 is asked, else empty
+    pub(crate) bf16: Vec<f32>,        // [n] x rounded to bf16 (as f32) when BF16 is asked, else empty
+    pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
+    pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
+    pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
+}
+
+impl Act {
+    /// `x` in the forms `kinds` (the f32 form is always kept).
+    pub(crate) fn new(x: &[f32], kinds: &[ActKind]) -> Act {
+        let mut a = Act::default();
+        a.set(x, kinds);
+        a
+    }
+
+    /// Replaces the contents with `x` in the forms `kinds`, reusing the allocations. Forms not
+    /// asked for are emptied so a kernel can never read a stale one. Panics when `x.len()` is not
+    /// a multiple of 32 (Q8_0) or 256 (Q8K) for a quantized form asked for.
+    pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
+        let n = x.len();
+        self.f32.clear();
+        self.f32.extend_from_slice(x);
+        self.f16.clear();
+        self.bf16.clear();
+        self.q8_0.clear();
+        self.q8_0_d.clear();
+        self.q8_k.clear();
+        if kinds.contains(&ActKind::F16) {
+            self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
+        }
+        if kinds.contains(&ActKind::BF16) {
+            self.bf16.extend(x.iter().map(|&v| bf16_to_f32(f32_to_bf16(v))));
+        }
+        if kinds.contains(&ActKind::Q8_0) {
+            assert!(n % 32 == 0, "Q8_0 activation of length {n}, not a multiple of 32");
+            self.q8_0.resize(n / 32, BlockQ8_0::ZERO);
+            quantize_row_q8_0(x, &mut self.q8_0);
+            self.q8_0_d.extend(self.q8_0.iter().map(|b| fp16_to_f32(b.d)));
+        }
+        if kinds.contains(&ActKind::Q8K) {
+            assert!(n % 256 == 0, "Q8_K activation of length {n}, not a multiple of 256");
+            self.q8_k.resize(n / 256, BlockQ8K::ZERO);
+            quantize_row_q8_k(x, &mut self.q8_k);
+        }
+    }
+
+    /// Number of activations.
+    pub(crate) fn len(&self) -> usize {
+        self.f32.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.f32.is_empty()
+    }
+
+    /// Whether the form `kind` is present (for a non-empty activation).
+    pub(crate) fn has(&self, kind: ActKind) -> bool {
+        let n = self.f32.len();
+        match kind {
+            ActKind::F32 => true,
+            ActKind::F16 => self.f16.len() == n,
+            ActKind::BF16 => self.bf16.len() == n,
+            ActKind::Q8_0 => self.q8_0.len() * 32 == n && self.q8_0_d.len() == self.q8_0.len(),
+            ActKind::Q8K => self.q8_k.len() * 256 == n,
+        }
+    }
+
+    /// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x
+    /// itself for F32, the rounded x for F16/BF16, d*q for the quantized forms.
+    pub(crate) fn effective(&self, kind: ActKind) -> Vec<f64> {
+        match kind {
+            ActKind::F32 => self.f32.iter().map(|&v| v as f64).collect(),
+            ActKind::F16 => self.f16.iter().map(|&v| v as f64).collect(),
+            ActKind::BF16 => self.bf16.iter().map(|&v| v as f64).collect(),
+            ActKind::Q8_0 => self
+                .q8_0
+                .iter()
+                .flat_map(|b| {
+                    let d = fp16_to_f32(b.d) as f64;
+                    b.qs.iter().map(move |&q| d * q as f64)
+                })
+                .collect(),
+            ActKind::Q8K => self.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+// AVX2 Q8_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q8_0_q8_0: per block the
+// 32 products are summed pairwise into eight i32 lanes (maddubs on |w| and sign-adjusted x, then
+// madd), converted to f32 and accumulated with one fma by d_w*d_x into eight f32 lanes; the lanes
+// are reduced at the end (hsum_float_8). The scales of eight blocks are converted and multiplied at once
+// (AVX2 integer f16 conversion, the activation's scales precomputed as f32); the fma chain keeps
+// ggml's block order, so the result is bitwise that of llama.cpp's AVX2 path.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q8_0_hsum_f32x8(x: __m256) -> f32 {
+    let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    _mm_cvtss_f32(r)
+}
+
+// Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q8_0_mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
+    let ax = _mm256_sign_epi8(x, x);
+    let sy = _mm256_sign_epi8(y, x);
+    let dot = _mm256_maddubs_epi16(ax, sy);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
+}
+
+// Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
+// fp16_to_f32 on eight lanes, AVX2 integer operations only).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q8_0_f16x8_to_f32(h: __m128i) -> __m256 {
+    let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
+    let two_w = _mm256_add_epi32(w, w);
+    let normalized = _mm256_mul_ps(
+        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
+        _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
+    );
+    let denormalized = _mm256_sub_ps(
+        _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
+        _mm256_set1_ps(0.5),
+    );
+    let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
+    let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
+    _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+}
+
+// d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
+// gathered and converted at once, times the activation's f32 scales.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q8_0_scales8(w: &[BlockQ8_0W], ad: &[f32]) -> __m256 {
+    let h = if w.len() >= 8 && ad.len() >= 8 {
+        let d = |k: usize| i16::from_le_bytes(w[k].d);
+        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+    } else {
+        // A partial group: pack the scales in registers (no store-to-load forwarding stall).
+        let mut h = [0u64; 2];
+        for (k, b) in w.iter().take(8).enumerate() {
+            h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
+        }
+        _mm_set_epi64x(h[1] as i64, h[0] as i64)
+    };
+    let dx = if ad.len() >= 8 {
+        _mm256_loadu_ps(ad.as_ptr())
+    } else {
+        let m = ad.len() as i32;
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskload_ps(ad.as_ptr(), mask)
+    };
+    _mm256_mul_ps(q8_0_f16x8_to_f32(h), dx)
+}
+
+// acc + d * (the eight i32 lane sums of block b . block y, as f32).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q8_0_step(acc: __m256, d: __m256, b: &BlockQ8_0W, y: &BlockQ8_0) -> __m256 {
+    let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
+    let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+    _mm256_fmadd_ps(d, q8_0_mul_sum_i8_pairs_float(qx, qy), acc)
+}
+
+/// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
+    let w = q8_0_blocks(row);
+    let a = &x.q8_0[..];
+    let ad = &x.q8_0_d[..];
+    assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+    assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
+    let mut acc = _mm256_setzero_ps();
+    // Eight blocks per step: their eight scale products are formed at once, then each block's
+    // product is broadcast from its lane; the fma chain is in block order.
+    for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
+        let dd = q8_0_scales8(wb, adb);
+        if let (Ok(wb), Ok(ab)) = (<&[BlockQ8_0W; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
+            // Full group: written out, with constant lane indices.
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), &wb[1], &ab[1]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(2)), &wb[2], &ab[2]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(3)), &wb[3], &ab[3]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4)), &wb[4], &ab[4]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(5)), &wb[5], &ab[5]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(6)), &wb[6], &ab[6]);
+            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(7)), &wb[7], &ab[7]);
+        } else {
+            for (k, (b, y)) in wb.iter().zip(ab).enumerate() {
+                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k as i32)), b, y);
+            }
+        }
+    }
+    q8_0_hsum_f32x8(acc)
+}

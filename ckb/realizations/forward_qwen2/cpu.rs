@@ -1,0 +1,300 @@
+/// A loaded model: the mapped file, its weights, the KV cache and everything needed to
+/// turn a prompt into tokens.
+pub struct Engine {
+    pub(crate) gguf: Gguf,                      // the mapped model file
+    pub(crate) cfg: Config,                     // dims read from (and checked against) the file
+    pub(crate) w: Weights,                      // tensor locations inside `gguf`
+    pub(crate) kv: KvCache,                     // [n_layer][max_seq][kv_dim] keys and values
+    pub(crate) st: RunState,                    // [BATCH]-token activation buffers
+    pub(crate) pool: Pool,                      // worker threads for the matrix products
+    pub(crate) tok: Tokenizer,                  // from the file's tokenizer.ggml.* keys
+    pub(crate) template: Option<ChatTemplate>,  // tokenizer.chat_template, when present
+    pub(crate) history: Vec<u32>,               // [n_past] tokens whose K/V are in `kv`
+}
+
+/// The context the engine allocates when neither the constraints nor the caller say otherwise.
+pub(crate) const DEFAULT_MAX_SEQ: usize = 4096;
+
+impl Engine {
+    /// Maps and validates the model file, checks that it is what this engine was generated for,
+    /// and allocates the run state. Threads default to the machine's available parallelism.
+    pub fn load(path: &std::path::Path) -> rt::Result<Engine> {
+        check_cpu()?;
+        let gguf = Gguf::open(path)?;
+        let cfg = Config::from_gguf(&gguf)?;
+        let w = Weights::from_gguf(&gguf, &cfg)?;
+        let tok = Tokenizer::from_gguf(&gguf)?;
+        if tok.n_vocab() > cfg.n_vocab {
+            return Err(rt::Error::format(
+                "tokenizer.ggml.tokens",
+                format!("{} tokens but token_embd.weight has {} rows", tok.n_vocab(), cfg.n_vocab),
+            ));
+        }
+        let template = ChatTemplate::from_gguf(&gguf)?;
+        let max_seq = cfg.context_length.min(MAX_SEQ.unwrap_or(DEFAULT_MAX_SEQ));
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        Ok(Engine {
+            kv: KvCache::new(&cfg, max_seq),
+            st: RunState::new(&cfg),
+            pool: Pool::new(threads),
+            gguf,
+            cfg,
+            w,
+            tok,
+            template,
+            history: Vec::new(),
+        })
+    }
+
+    /// Uses `n` threads (including the caller) for the matrix products.
+    pub fn set_threads(&mut self, n: usize) {
+        self.pool = Pool::new(n.max(1));
+    }
+
+    /// Most positions the KV cache holds.
+    pub fn max_seq(&self) -> usize {
+        self.kv.max_seq
+    }
+
+    /// Rows of the output matrix.
+    pub fn n_vocab(&self) -> usize {
+        self.cfg.n_vocab
+    }
+
+    /// The tokenizer read from the model file.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tok
+    }
+
+    /// Forgets the KV cache.
+    pub fn reset(&mut self) {
+        self.history.clear();
+    }
+
+    /// Runs `tokens` at positions `pos..pos + tokens.len()` (dropping any cached positions from
+    /// `pos` on) and returns the logits of the last token.
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> rt::Result<&[f32]> {
+        self.run(tokens, pos, None)?;
+        Ok(&self.st.logits)
+    }
+
+    /// Like [`Engine::forward`], but returns the logits of every token: `[tokens.len()][n_vocab]`.
+    pub fn forward_all(&mut self, tokens: &[u32], pos: usize) -> rt::Result<Vec<f32>> {
+        let mut all = vec![0.0f32; tokens.len() * self.cfg.n_vocab];
+        self.run(tokens, pos, Some(&mut all))?;
+        Ok(all)
+    }
+
+    fn run(&mut self, tokens: &[u32], pos: usize, mut all: Option<&mut [f32]>) -> rt::Result<()> {
+        if tokens.is_empty() {
+            return Err(rt::Error::Params("forward needs at least one token".into()));
+        }
+        if pos > self.history.len() {
+            return Err(rt::Error::Params(format!(
+                "position {pos} is past the {} cached tokens",
+                self.history.len()
+            )));
+        }
+        if pos + tokens.len() > self.kv.max_seq {
+            return Err(rt::Error::ContextFull { needed: pos + tokens.len(), limit: self.kv.max_seq });
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.n_vocab) {
+            return Err(rt::Error::Params(format!("token id {bad} is out of range (vocab {})", self.cfg.n_vocab)));
+        }
+        self.history.truncate(pos);
+        let n_vocab = self.cfg.n_vocab;
+        for (b, chunk) in tokens.chunks(BATCH).enumerate() {
+            let p = pos + b * BATCH;
+            let last = b * BATCH + chunk.len() == tokens.len();
+            let out = all.as_deref_mut().map(|a| &mut a[b * BATCH * n_vocab..(b * BATCH + chunk.len()) * n_vocab]);
+            self.batch(chunk, p, last, out);
+            self.history.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// One batch of `n <= BATCH` tokens at positions `pos..pos + n`.
+    fn batch(&mut self, tokens: &[u32], pos: usize, last: bool, all: Option<&mut [f32]>) {
+        let n = tokens.len();
+        let c = self.cfg;
+        let (e, kvd, hd) = (c.n_embd, c.kv_dim, c.head_dim);
+        let file = self.gguf.bytes();
+        let st = &mut self.st;
+        let pool = &self.pool;
+        let w = &self.w;
+
+        // embeddings: x[t] = token_embd[tokens[t]]
+        for (t, &id) in tokens.iter().enumerate() {
+            w.token_embd.dequant_row_into(file, id as usize, &mut st.x[t * e..(t + 1) * e]);
+        }
+
+        for (l, lw) in w.layers.iter().enumerate() {
+            // attention: xb = rmsnorm(x) ; q, k, v projections with biases
+            rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
+            prepare(&mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
+            product(pool, &lw.wq.mat(file), &st.acts[..n], &mut st.q[..n * e]);
+            product(pool, &lw.wk.mat(file), &st.acts[..n], &mut st.k[..n * kvd]);
+            product(pool, &lw.wv.mat(file), &st.acts[..n], &mut st.v[..n * kvd]);
+            add_bias_rows(&mut st.q[..n * e], &lw.bq);
+            add_bias_rows(&mut st.k[..n * kvd], &lw.bk);
+            add_bias_rows(&mut st.v[..n * kvd], &lw.bv);
+            for t in 0..n {
+                rope_neox(&mut st.q[t * e..(t + 1) * e], hd, pos + t, c.rope_theta);
+                rope_neox(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
+            }
+            self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
+            attention(pool, &self.kv, l, pos, n, &c, &st.q[..n * e], &mut st.att[..n * e]);
+
+            // x += wo · att
+            prepare(&mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
+            product(pool, &lw.wo.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
+            add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
+
+            // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
+            rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
+            prepare(&mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
+            let f = c.n_ff;
+            product(pool, &lw.w_gate.mat(file), &st.acts[..n], &mut st.gate[..n * f]);
+            product(pool, &lw.w_up.mat(file), &st.acts[..n], &mut st.up[..n * f]);
+            for (g, &u) in st.gate[..n * f].iter_mut().zip(&st.up[..n * f]) {
+                *g = silu(*g) * u;
+            }
+            prepare(&mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
+            product(pool, &lw.w_down.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
+            add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
+        }
+
+        // logits of the last token (or of every token for forward_all)
+        let out_mat = w.output.mat(file);
+        match all {
+            Some(all) => {
+                rmsnorm_rows(&st.x[..n * e], &w.output_norm, c.rms_eps, &mut st.xb[..n * e]);
+                prepare(&mut st.acts[..n], &st.xb[..n * e], e, &w.output_acts);
+                product(pool, &out_mat, &st.acts[..n], all);
+                if last {
+                    st.logits.copy_from_slice(&all[(n - 1) * c.n_vocab..]);
+                }
+            }
+            None if last => {
+                let x_last = &st.x[(n - 1) * e..n * e];
+                rmsnorm_rows(x_last, &w.output_norm, c.rms_eps, &mut st.xb[..e]);
+                prepare(&mut st.acts[..1], &st.xb[..e], e, &w.output_acts);
+                matvec(pool, &out_mat, &st.acts[0], &mut st.logits);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Quantizes each row of `x` (`[n][cols]`) into `acts[t]` in the forms `kinds`.
+fn prepare(acts: &mut [Act], x: &[f32], cols: usize, kinds: &[ActKind]) {
+    for (a, row) in acts.iter_mut().zip(x.chunks_exact(cols)) {
+        a.set(row, kinds);
+    }
+}
+
+/// `out[t][r] = w.row(r) · xs[t]`: matvec for one token, matmul for a batch.
+fn product(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+    if xs.len() == 1 {
+        matvec(pool, w, &xs[0], out);
+    } else {
+        matmul(pool, w, xs, out);
+    }
+}
+
+/// `out = x / sqrt(mean(x²) + eps) * weight`, row by row (sum of squares in f64, as ggml).
+fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let d = weight.len();
+    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let ss: f64 = xr.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
+        for ((o, &v), &g) in or.iter_mut().zip(xr).zip(weight) {
+            *o = v * scale * g;
+        }
+    }
+}
+
+fn add_bias_rows(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        for (v, &b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}
+
+fn add_rows(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+#[inline]
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// NeoX rope on every head of `x` (`[n_heads][head_dim]`): rotates the pairs
+/// (i, i + head_dim/2) by pos · base^(-2i/head_dim), the angle stepped as ggml does.
+fn rope_neox(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
+    let half = head_dim / 2;
+    let theta_scale = base.powf(-2.0 / head_dim as f32);
+    for head in x.chunks_exact_mut(head_dim) {
+        let mut theta = pos as f32;
+        for i in 0..half {
+            let (sin, cos) = theta.sin_cos();
+            let (a, b) = (head[i], head[i + half]);
+            head[i] = a * cos - b * sin;
+            head[i + half] = a * sin + b * cos;
+            theta *= theta_scale;
+        }
+    }
+}
+
+/// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
+/// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
+#[allow(clippy::too_many_arguments)]
+fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, n: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+    let hd = c.head_dim;
+    let group = c.n_head / c.n_head_kv;
+    let scale = 1.0 / (hd as f32).sqrt();
+    par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
+        let (t, h) = (task / c.n_head, task % c.n_head);
+        let kvh = h / group;
+        let qh = &q[t * c.n_embd + h * hd..t * c.n_embd + (h + 1) * hd];
+        // the query rounded to f16, as llama.cpp's f16 K·Q
+        let qh: Vec<f32> = qh.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
+        let end = pos + t + 1;
+        let mut scores = Vec::with_capacity(end);
+        let mut max = f32::NEG_INFINITY;
+        for p in 0..end {
+            let i = kv.at(layer, p) + kvh * hd;
+            let k = &kv.k[i..i + hd];
+            let s = qh.iter().zip(k).map(|(&a, b)| a * b.to_f32()).sum::<f32>() * scale;
+            max = max.max(s);
+            scores.push(s);
+        }
+        let mut sum = 0.0f32;
+        for s in scores.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        out.fill(0.0);
+        for (p, &s) in scores.iter().enumerate() {
+            let i = kv.at(layer, p) + kvh * hd;
+            let wgt = s / sum;
+            for (o, v) in out.iter_mut().zip(&kv.v[i..i + hd]) {
+                *o += wgt * v.to_f32();
+            }
+        }
+    });
+}
+
+/// Runs `f(i, chunk_i)` over the `chunk`-sized pieces of `out` on the pool. Each piece is
+/// handed out behind its own (uncontended) lock, which keeps this safe code.
+fn par_chunks_mut(pool: &Pool, out: &mut [f32], chunk: usize, f: &(dyn Fn(usize, &mut [f32]) + Sync)) {
+    let pieces: Vec<std::sync::Mutex<&mut [f32]>> = out.chunks_mut(chunk).map(std::sync::Mutex::new).collect();
+    pool.run(pieces.len(), &|i| {
+        let mut piece = pieces[i].lock().unwrap_or_else(|e| e.into_inner());
+        f(i, &mut piece);
+    });
+}

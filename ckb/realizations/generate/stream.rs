@@ -1,0 +1,177 @@
+// Generation: prefill reusing the KV cache, then sample / forward per token, streaming UTF-8-safe text.
+
+/// Turns token bytes into text pieces: UTF-8 across token boundaries, stop strings.
+struct GenTextStream<'a> {
+    stop: &'a [String],
+    pending: Vec<u8>, // [< 4] bytes of an incomplete UTF-8 character
+    text: String,     // all text decoded so far (the generation's text, before trimming)
+    emitted: usize,   // bytes of `text` already handed out
+    stopped: bool,    // a stop string was found; `text` is truncated at its start
+}
+
+impl<'a> GenTextStream<'a> {
+    fn new(stop: &'a [String]) -> Self {
+        GenTextStream { stop, pending: Vec::new(), text: String::new(), emitted: 0, stopped: false }
+    }
+
+    /// Appends a token's bytes; returns the text that can be handed out now.
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut start = 0;
+        loop {
+            let (good, bad) = match std::str::from_utf8(&self.pending[start..]) {
+                Ok(s) => (s.len(), None),
+                Err(e) => (e.valid_up_to(), e.error_len()),
+            };
+            self.text.push_str(std::str::from_utf8(&self.pending[start..start + good]).unwrap_or(""));
+            start += good;
+            let Some(bad) = bad else { break }; // all decoded, or an incomplete character at the end: kept
+            self.text.push('\u{FFFD}');
+            start += bad;
+        }
+        self.pending.drain(..start);
+        self.take(false)
+    }
+
+    /// End of generation: the incomplete tail becomes U+FFFD, held-back text is released.
+    fn finish(&mut self) -> String {
+        self.text.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.pending)));
+        self.take(true)
+    }
+
+    /// Checks for stop strings in the unreleased text and returns what may be released.
+    fn take(&mut self, last: bool) -> String {
+        if self.stopped {
+            return String::new();
+        }
+        let fresh = &self.text[self.emitted..];
+        // The earliest stop string (none starts before `emitted`: such text was held back).
+        if let Some(i) = self.stop.iter().filter_map(|s| fresh.find(s.as_str())).min() {
+            let out = fresh[..i].to_string();
+            self.text.truncate(self.emitted + i);
+            self.emitted = self.text.len();
+            self.stopped = true;
+            return out;
+        }
+        // Hold back the longest tail of `fresh` that is a proper prefix of a stop string.
+        let fb = fresh.as_bytes();
+        let prefix_len = |s: &String| {
+            (1..s.len().min(fb.len() + 1)).rev().find(|&h| s.as_bytes().starts_with(&fb[fb.len() - h..]))
+        };
+        let hold = if last { 0 } else { self.stop.iter().filter_map(prefix_len).max().unwrap_or(0) };
+        let end = self.text.len() - hold;
+        let out = self.text[self.emitted..end].to_string();
+        self.emitted = end;
+        out
+    }
+}
+
+impl Engine {
+    /// Raw-prompt generation (special tokens parsed, BOS as the model file asks); returns the text.
+    pub fn generate(&mut self, prompt: &str, p: &rt::GenParams) -> rt::Result<String> {
+        Ok(self.gen_text(prompt, p, &mut |_| true)?.0)
+    }
+
+    /// BOS (when the model file asks for it and the text does not start with it) + encode + generate_ids.
+    fn gen_text(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool)
+        -> rt::Result<(String, rt::Stats)> {
+        let has_bos = |b: u32| {
+            let t = self.tok.decode(&[b]);
+            !t.is_empty() && prompt.starts_with(&t)
+        };
+        let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
+        let ids: Vec<u32> = bos.into_iter().chain(self.tok.encode(prompt, true)).collect();
+        let mut text = String::new();
+        let (_, stats) = self.generate_ids(&ids, p, &mut |_, piece| {
+            if piece.is_empty() {
+                return true;
+            }
+            text.push_str(piece);
+            on_text(piece)
+        })?;
+        Ok((text, stats))
+    }
+
+    /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
+    /// token and once more with the held-back rest; false cancels. Returns the ids (no eog) and stats.
+    pub fn generate_ids(&mut self, prompt_ids: &[u32], p: &rt::GenParams, on_token: &mut dyn FnMut(u32, &str) -> bool) -> rt::Result<(Vec<u32>, rt::Stats)> {
+        p.validate()?;
+        if prompt_ids.is_empty() {
+            return Err(rt::Error::Params("the prompt is empty; give at least one token".into()));
+        }
+        let n_vocab = self.n_vocab();
+        if let Some((i, &bad)) = prompt_ids.iter().enumerate().find(|(_, &t)| t as usize >= n_vocab) {
+            return Err(rt::Error::Params(format!("prompt token {i} is id {bad}, but the vocab has {n_vocab} tokens")));
+        }
+        let limit = self.max_seq();
+        let needed = prompt_ids.len() + p.max_tokens;
+        if needed > limit {
+            return Err(rt::Error::ContextFull { needed, limit });
+        }
+        let mut stats = rt::Stats::default();
+        if p.max_tokens == 0 {
+            return Ok((Vec::new(), stats));
+        }
+
+        // Prefill, reusing the cached prefix; the last prompt token is always recomputed.
+        let t0 = std::time::Instant::now();
+        let common = self.history.iter().zip(prompt_ids).take_while(|(a, b)| a == b).count().min(prompt_ids.len() - 1);
+        let mut logits: Vec<f32> = self.forward(&prompt_ids[common..], common)?.to_vec(); // [n_vocab]
+        stats.prompt_tokens = prompt_ids.len() - common;
+        stats.prefill_s = t0.elapsed().as_secs_f64();
+
+        let t1 = std::time::Instant::now();
+        let mut sampler = Sampler::new(p);
+        let mut recent: Vec<u32> = prompt_ids.to_vec(); // prompt + generated, for the penalty
+        let mut out: Vec<u32> = Vec::with_capacity(p.max_tokens);
+        let mut stream = GenTextStream::new(&p.stop);
+        let mut finish = rt::FinishReason::Length;
+        for step in 0..p.max_tokens {
+            let id = sampler.sample(&mut logits, &recent);
+            if p.stop_at_eos && self.tok.is_eog(id) {
+                finish = rt::FinishReason::Stop;
+                break;
+            }
+            out.push(id);
+            recent.push(id);
+            let piece = stream.push(self.tok.token_bytes(id));
+            if !on_token(id, &piece) {
+                finish = rt::FinishReason::Cancelled;
+                break;
+            }
+            if stream.stopped {
+                finish = rt::FinishReason::Stop;
+                break;
+            }
+            if step + 1 < p.max_tokens {
+                // The last token's logits are not needed.
+                logits.copy_from_slice(self.forward(&[id], prompt_ids.len() + out.len() - 1)?);
+            }
+        }
+        if finish != rt::FinishReason::Cancelled {
+            let rest = stream.finish();
+            if !rest.is_empty() && !on_token(out.last().copied().unwrap_or(0), &rest) {
+                finish = rt::FinishReason::Cancelled;
+            }
+        }
+        stats.decode_s = t1.elapsed().as_secs_f64();
+        stats.gen_tokens = out.len();
+        stats.finish = finish;
+        Ok((out, stats))
+    }
+
+    /// Renders a conversation with the model file's chat template.
+    pub fn render_chat(&self, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
+        let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
+        let t = self.template.as_ref().ok_or_else(|| rt::Error::Template(none.into()))?;
+        let text_of = |id: Option<u32>| id.map(|i| self.tok.decode(&[i])).unwrap_or_default();
+        let (bos, eos) = (text_of(self.tok.bos_id()), text_of(self.tok.eos_id()));
+        t.render(messages, add_generation_prompt, &bos, &eos)
+    }
+
+    /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
+    pub fn chat(&mut self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        let prompt = self.render_chat(messages, true)?;
+        self.gen_text(&prompt, p, on_text)
+    }
+}

@@ -1,0 +1,344 @@
+// Matrix-vector and matrix-matrix products over quantized weight rows, on a persistent pool of
+// worker threads. Every output element is one call of the generated `dot_row(ty, row, x)` made
+// entirely by one thread, so results are bitwise identical for any thread count and between
+// `matvec` and `matmul`.
+//
+// The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
+// by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
+// pointer to the borrowed closure, then the word with a new epoch), works on the tasks itself,
+// and then waits only for the tasks already claimed by workers to finish: a worker that is slow
+// to wake (a busy machine) never delays a run, and once every task is claimed a late worker can
+// no longer claim anything of that job, so the closure is never used after `run` returns.
+// Idle workers spin briefly, then yield, then sleep on a condvar.
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+type PoolTask = dyn Fn(usize) + Sync;
+
+// Idle workers: pure spinning (lowest wake-up latency), then spinning with yields, then sleeping.
+const POOL_SPIN: Duration = Duration::from_micros(50);
+const POOL_YIELD: Duration = Duration::from_millis(2);
+// Tasks per job, as encoded in the job word (16 bits each for the count and the next index).
+const POOL_MAX_TASKS: usize = 0xFFFF;
+
+// The job word: epoch in bits 32..64, task count in bits 16..32, next unclaimed task in bits 0..16.
+fn pool_word(epoch: u32, n_tasks: usize, next: usize) -> u64 {
+    ((epoch as u64) << 32) | ((n_tasks as u64) << 16) | next as u64
+}
+
+struct PoolShared {
+    word: AtomicU64,                       // (epoch, n_tasks, next) of the current job
+    job: AtomicPtr<&'static PoolTask>,     // the current job's closure (see Pool::run)
+    done: AtomicUsize,                     // tasks of the current job finished by workers
+    panicked: AtomicBool,                  // a worker's task of the current job panicked
+    sleepers: AtomicUsize,                 // workers waiting (or about to wait) on the condvar
+    stop: AtomicBool,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+/// A fixed set of worker threads; `n_threads` includes the calling thread.
+pub(crate) struct Pool {
+    shared: Arc<PoolShared>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    busy: AtomicBool, // a `run` is in progress (a concurrent `run` then works inline)
+}
+
+// Claims the next task of the job with epoch `epoch`; None when the job has no unclaimed task
+// left (or a newer job has been published).
+fn pool_claim(sh: &PoolShared, epoch: u32) -> Option<usize> {
+    let mut w = sh.word.load(Ordering::Acquire);
+    loop {
+        let (e, n, next) = ((w >> 32) as u32, ((w >> 16) & 0xFFFF) as usize, (w & 0xFFFF) as usize);
+        if e != epoch || next >= n {
+            return None;
+        }
+        match sh.word.compare_exchange_weak(w, w + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(next),
+            Err(cur) => w = cur,
+        }
+    }
+}
+
+fn pool_worker(sh: Arc<PoolShared>) {
+    let mut seen = 0u32;
+    loop {
+        // Wait for a job with a new epoch.
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let epoch = loop {
+            let e = (sh.word.load(Ordering::Acquire) >> 32) as u32;
+            if e != seen || sh.stop.load(Ordering::Relaxed) {
+                break e;
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 64 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let waited = start.elapsed();
+            if waited < POOL_SPIN {
+                std::hint::spin_loop();
+            } else if waited < POOL_YIELD {
+                std::thread::yield_now();
+            } else {
+                let mut g = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
+                sh.sleepers.fetch_add(1, Ordering::SeqCst);
+                while (sh.word.load(Ordering::SeqCst) >> 32) as u32 == seen && !sh.stop.load(Ordering::SeqCst) {
+                    g = sh.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+                sh.sleepers.fetch_sub(1, Ordering::SeqCst);
+            }
+        };
+        if sh.stop.load(Ordering::Acquire) {
+            return;
+        }
+        seen = epoch;
+        // The closure pointer is read after the word (acquire) showed this epoch, so it is this
+        // job's; it is used only for tasks claimed while the job is unfinished (the caller waits
+        // for every claimed task), so it is still valid when used.
+        let f = sh.job.load(Ordering::Acquire);
+        while let Some(i) = pool_claim(&sh, epoch) {
+            // SAFETY: see above; `f` points to the caller's `&dyn Fn`, alive until `run` returns,
+            // and `run` cannot return before this claimed task is counted in `done`.
+            let task: &PoolTask = unsafe { *f };
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(i))).is_err() {
+                sh.panicked.store(true, Ordering::Relaxed);
+            }
+            sh.done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+impl Pool {
+    /// A pool of `n_threads` threads in all: the caller plus `n_threads - 1` workers (0 means 1).
+    pub(crate) fn new(n_threads: usize) -> Pool {
+        let shared = Arc::new(PoolShared {
+            word: AtomicU64::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            cv: Condvar::new(),
+        });
+        let mut workers = Vec::new();
+        for k in 1..n_threads.max(1) {
+            let sh = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new().name(format!("metainfer-worker-{k}")).spawn(move || pool_worker(sh));
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(_) => break, // fewer threads: still correct, just slower
+            }
+        }
+        Pool { shared, workers, busy: AtomicBool::new(false) }
+    }
+
+    /// Threads in all, including the caller.
+    pub(crate) fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Calls `f(i)` for every i in 0..n_tasks, spread over the workers and the calling thread;
+    /// returns when all calls are done. A panic in any task is re-raised here after all finished.
+    pub(crate) fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        if n_tasks == 0 {
+            return;
+        }
+        if n_tasks > POOL_MAX_TASKS {
+            // More indices than the job word can count: run them in POOL_MAX_TASKS groups.
+            let per = n_tasks.div_ceil(POOL_MAX_TASKS);
+            let g = move |k: usize| {
+                for i in k * per..((k + 1) * per).min(n_tasks) {
+                    f(i);
+                }
+            };
+            return self.run(n_tasks.div_ceil(per), &g);
+        }
+        if self.workers.is_empty()
+            || n_tasks == 1
+            || self.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err()
+        {
+            for i in 0..n_tasks {
+                f(i);
+            }
+            return;
+        }
+        let sh = &*self.shared;
+        // SAFETY: the lifetime of `f` is erased to publish it to the workers. They use it only
+        // for tasks they claim while this job is unfinished, and this function does not return
+        // (tasks' panics are caught below) before every claimed task has finished.
+        let f_static: &'static PoolTask = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static PoolTask>(f) };
+        let slot: &'static PoolTask = f_static;
+        let slot_ptr = &slot as *const &'static PoolTask as *mut &'static PoolTask;
+        sh.job.store(slot_ptr, Ordering::Relaxed);
+        sh.done.store(0, Ordering::Relaxed);
+        sh.panicked.store(false, Ordering::Relaxed);
+        let epoch = ((sh.word.load(Ordering::Relaxed) >> 32) as u32).wrapping_add(1);
+        sh.word.store(pool_word(epoch, n_tasks, 0), Ordering::SeqCst);
+        if sh.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
+            sh.cv.notify_all();
+        }
+        let mut mine = 0usize;
+        let mut my_panic = None;
+        while let Some(i) = pool_claim(sh, epoch) {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))) {
+                my_panic.get_or_insert(p);
+            }
+            mine += 1;
+        }
+        // Every task is claimed; wait for the ones the workers claimed.
+        let mut spins = 0u32;
+        while sh.done.load(Ordering::Acquire) + mine < n_tasks {
+            spins = spins.wrapping_add(1);
+            if spins < 4096 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        sh.job.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.busy.store(false, Ordering::Release);
+        if let Some(p) = my_panic {
+            std::panic::resume_unwind(p);
+        }
+        if sh.panicked.load(Ordering::Relaxed) {
+            panic!("a task of the thread pool panicked");
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let sh = &*self.shared;
+        sh.stop.store(true, Ordering::SeqCst);
+        {
+            let _g = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
+            sh.cv.notify_all();
+        }
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A row-major weight matrix of one ggml type: `rows` rows of `cols` values, each row
+/// `row_bytes` bytes (cols / block_elems * block_bytes), rows contiguous.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QMatrix<'a> {
+    pub(crate) ty: GgmlType,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) row_bytes: usize,
+    pub(crate) data: &'a [u8], // [rows][row_bytes]
+}
+
+impl<'a> QMatrix<'a> {
+    /// A matrix over `data`; None when cols is not a multiple of the type's block size or data
+    /// is shorter than rows * row_bytes.
+    pub(crate) fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Option<QMatrix<'a>> {
+        let row_bytes = ty.row_bytes(cols)?;
+        if data.len() < rows.checked_mul(row_bytes)? {
+            return None;
+        }
+        Some(QMatrix { ty, rows, cols, row_bytes, data })
+    }
+
+    /// The bytes of row r.
+    #[inline]
+    pub(crate) fn row(&self, r: usize) -> &'a [u8] {
+        &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    fn check(&self) {
+        assert_eq!(Some(self.row_bytes), self.ty.row_bytes(self.cols), "QMatrix: row_bytes does not match {} x {}", self.cols, self.ty.name());
+        assert!(self.data.len() >= self.rows * self.row_bytes, "QMatrix: {} bytes of data for {} rows of {} bytes", self.data.len(), self.rows, self.row_bytes);
+    }
+}
+
+// A pointer to the output shared by the tasks; each task writes a disjoint set of elements.
+#[derive(Clone, Copy)]
+struct MatvecOut(*mut f32);
+// SAFETY: tasks write disjoint elements and `Pool::run` joins them before the buffer is reused.
+unsafe impl Send for MatvecOut {}
+unsafe impl Sync for MatvecOut {}
+
+// Rows per task: about four tasks per thread for balance, a multiple of `align` rows, at least
+// `align` rows.
+fn matvec_chunk(rows: usize, threads: usize, align: usize) -> usize {
+    let tasks = if threads <= 1 { 1 } else { 4 * threads };
+    let c = rows.div_ceil(tasks).max(1);
+    c.div_ceil(align) * align
+}
+
+/// out[r] = dot_row(w.ty, row r of w, x) for every row; rows are split in contiguous chunks
+/// over the pool's threads. Panics when the shapes do not match.
+pub(crate) fn matvec(pool: &Pool, w: &QMatrix, x: &Act, out: &mut [f32]) {
+    w.check();
+    assert_eq!(out.len(), w.rows, "matvec: output of {} for {} rows", out.len(), w.rows);
+    assert_eq!(x.len(), w.cols, "matvec: activation of {} for {} columns", x.len(), w.cols);
+    let rows = w.rows;
+    let chunk = matvec_chunk(rows, pool.threads(), 16);
+    let n_tasks = rows.div_ceil(chunk);
+    let o = MatvecOut(out.as_mut_ptr());
+    let rb = w.row_bytes;
+    let data = w.data;
+    let ty = w.ty;
+    pool.run(n_tasks, &move |t| {
+        let r0 = t * chunk;
+        let r1 = (r0 + chunk).min(rows);
+        let o = o;
+        // SAFETY: rows r0..r1 belong to task t only; `out` outlives `pool.run`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(o.0.add(r0), r1 - r0) };
+        for (k, d) in dst.iter_mut().enumerate() {
+            let r = r0 + k;
+            *d = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
+        }
+    });
+}
+
+/// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token.
+const MATMUL_TILE_ROWS: usize = 8;
+
+/// out[t * rows + r] = dot_row(w.ty, row r of w, xs[t]) for every token t and row r (prefill).
+/// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
+/// tile with all tokens, so a weight row is fetched from memory once for all tokens.
+pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+    w.check();
+    let rows = w.rows;
+    let n_tok = xs.len();
+    assert_eq!(out.len(), n_tok * rows, "matmul: output of {} for {} tokens x {} rows", out.len(), n_tok, rows);
+    for (t, x) in xs.iter().enumerate() {
+        assert_eq!(x.len(), w.cols, "matmul: activation {t} of {} for {} columns", x.len(), w.cols);
+    }
+    if n_tok == 0 || rows == 0 {
+        return;
+    }
+    let chunk = matvec_chunk(rows, pool.threads(), MATMUL_TILE_ROWS);
+    let n_tasks = rows.div_ceil(chunk);
+    let o = MatvecOut(out.as_mut_ptr());
+    let rb = w.row_bytes;
+    let data = w.data;
+    let ty = w.ty;
+    pool.run(n_tasks, &move |task| {
+        let o = o;
+        let r0 = task * chunk;
+        let r1 = (r0 + chunk).min(rows);
+        let mut tr = r0;
+        while tr < r1 {
+            let te = (tr + MATMUL_TILE_ROWS).min(r1);
+            for (t, x) in xs.iter().enumerate() {
+                for r in tr..te {
+                    let v = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
+                    // SAFETY: element (t, r) belongs to this task only (r in r0..r1).
+                    unsafe { *o.0.add(t * rows + r) = v };
+                }
+            }
+            tr = te;
+        }
+    });
+}

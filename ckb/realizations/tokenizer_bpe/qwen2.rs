@@ -1,0 +1,331 @@
+// Byte-level BPE (GPT-2 vocab, qwen2 pre-tokenizer, special tokens cut out first), as llama.cpp does it.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The qwen2 pre-tokenizer split (tokenizer.json `pre_tokenizer`, llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`).
+pub(crate) const QWEN2_PRE_REGEX: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/// Token types as stored in `tokenizer.ggml.token_type` (llama.cpp `llama_token_type`).
+pub(crate) const TOKEN_NORMAL: u8 = 1;
+pub(crate) const TOKEN_UNKNOWN: u8 = 2;
+pub(crate) const TOKEN_CONTROL: u8 = 3;
+pub(crate) const TOKEN_USER_DEFINED: u8 = 4;
+pub(crate) const TOKEN_BYTE: u8 = 6;
+
+/// End-of-generation token names (llama.cpp's list, with the FIM pad/repo/file-sep tokens).
+const EOG_NAMES: [&str; 12] = [
+    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
+    "<|end_of_text|>", "<EOT>", "_<EOT>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+];
+
+/// A small hasher for the merge table's u64 keys (murmur3's fmix64, so the index bits see both ids).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) { bytes.iter().for_each(|&b| self.write_u64(b as u64)) }
+    fn write_u64(&mut self, v: u64) { self.0 = self.0.rotate_left(5) ^ v }
+}
+
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// GPT-2 byte→unicode table: printable latin-1 bytes map to themselves, the others to U+0100…
+pub(crate) fn gpt2_byte_chars() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut extra = 0u32;
+    for b in 0..256u32 {
+        let printable = (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
+        if !printable {
+            extra += 1;
+        }
+        out[b as usize] = char::from_u32(if printable { b } else { 255 + extra }).unwrap_or('\0');
+    }
+    out
+}
+
+/// A tokenizer read from the model file.
+pub struct Tokenizer {
+    bytes: Vec<u8>,                 // [sum of token byte lengths] raw bytes of every token, concatenated
+    offs: Vec<u32>,                 // [n_vocab + 1] token i is bytes[offs[i]..offs[i+1]]
+    types: Vec<u8>,                 // [n_vocab] token type (TOKEN_*)
+    by_text: HashMap<String, u32>,  // vocab text (as stored in the file) -> id
+    byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte
+    merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
+    specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
+    special_first: [bool; 256],     // [256] whether some special token starts with this byte
+    regex: rt::fancy_regex::Regex,  // the qwen2 pre-tokenizer
+    eos: Option<u32>,
+    bos: Option<u32>,
+    add_bos: bool,
+    eog: Vec<u32>, // [n_eog] end-of-generation ids, ascending
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer").field("n_vocab", &self.n_vocab()).field("n_merges", &self.merges.len())
+            .field("eos", &self.eos).field("bos", &self.bos).field("eog", &self.eog).finish()
+    }
+}
+
+impl Tokenizer {
+    /// Reads `tokenizer.ggml.*` from the model file and checks it.
+    pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Tokenizer> {
+        let err = rt::Error::Tokenizer;
+        for (key, want, expected, fix) in [
+            ("tokenizer.ggml.model", "gpt2", "gpt2 (byte-level BPE)",
+             "use a model file with a byte-level BPE (gpt2) tokenizer, or generate an engine for this tokenizer"),
+            ("tokenizer.ggml.pre", "qwen2", "qwen2",
+             "use a qwen2-family model file; this engine only implements the qwen2 pre-tokenizer"),
+        ] {
+            let found = g.get_str(key)?;
+            if found != want {
+                let (what, expected, fix) = (key.into(), expected.into(), fix.into());
+                return Err(rt::Error::Mismatch { what, expected, found: format!("{found:?}"), fix });
+            }
+        }
+        let tokens = g.get_str_array("tokenizer.ggml.tokens")?;
+        let n = tokens.len();
+        if n == 0 || n > u32::MAX as usize / 2 {
+            return Err(err(format!("tokenizer.ggml.tokens has {n} entries")));
+        }
+        // Byte offsets are u32; decoded bytes are never longer than the texts.
+        if tokens.iter().map(|t| t.len()).sum::<usize>() > u32::MAX as usize {
+            return Err(err("tokenizer.ggml.tokens is too large".into()));
+        }
+        let types: Vec<u8> = match g.meta("tokenizer.ggml.token_type") {
+            None => vec![TOKEN_NORMAL; n],
+            Some(_) => {
+                let raw = g.get_i32_array("tokenizer.ggml.token_type")?;
+                if raw.len() != n {
+                    let m = raw.len();
+                    let msg = format!("tokenizer.ggml.token_type has {m} entries but tokenizer.ggml.tokens has {n}");
+                    return Err(err(msg));
+                }
+                let check = |(i, &t): (usize, &i32)| match t {
+                    1..=6 => Ok(t as u8),
+                    _ => Err(err(format!("tokenizer.ggml.token_type[{i}] is {t}, must be 1..=6"))),
+                };
+                raw.iter().enumerate().map(check).collect::<rt::Result<_>>()?
+            }
+        };
+
+        // Raw bytes of every token: byte-level decode for normal/byte tokens, text otherwise.
+        let byte_chars = gpt2_byte_chars();
+        let mut inv = [-1i16; 0x144]; // code point -> byte (all GPT-2 chars are below U+0144)
+        for (b, c) in byte_chars.iter().enumerate() {
+            inv[*c as usize] = b as i16;
+        }
+        let mut bytes = Vec::with_capacity(n * 8);
+        let mut offs = vec![0u32];
+        for (i, s) in tokens.iter().enumerate() {
+            if s.is_empty() {
+                return Err(err(format!("tokenizer.ggml.tokens[{i}] is empty")));
+            }
+            if types[i] == TOKEN_NORMAL || types[i] == TOKEN_BYTE {
+                for c in s.chars() {
+                    match inv.get(c as usize) {
+                        Some(&b) if b >= 0 => bytes.push(b as u8),
+                        _ => bytes.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes()),
+                    }
+                }
+            } else {
+                bytes.extend_from_slice(s.as_bytes());
+            }
+            offs.push(bytes.len() as u32);
+        }
+        let mut by_text = HashMap::with_capacity(n);
+        for (i, t) in tokens.iter().enumerate() {
+            by_text.entry(t.clone()).or_insert(i as u32); // a duplicate text keeps the first id, as in llama.cpp
+        }
+
+        let mut byte_ids = [0u32; 256];
+        for (b, c) in byte_chars.iter().enumerate() {
+            let why = "a byte-level BPE vocab needs all 256";
+            let lacks = || err(format!("tokenizer.ggml.tokens lacks the byte token {c:?} for byte 0x{b:02x}; {why}"));
+            byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4]) as &str).copied().ok_or_else(lacks)?;
+        }
+
+        let merge_list = g.get_str_array("tokenizer.ggml.merges")?;
+        let mut merges: IdMap<u64, (u32, u32)> = IdMap::default();
+        merges.reserve(merge_list.len());
+        for (rank, m) in merge_list.iter().enumerate() {
+            let bad = |why: &str| err(format!("tokenizer.ggml.merges[{rank}] = {m:?}: {why}"));
+            let (a, b) = m.split_once(' ').ok_or_else(|| bad("expected two tokens separated by a space"))?;
+            if a.is_empty() || b.is_empty() || b.contains(' ') {
+                return Err(bad("expected two tokens separated by one space"));
+            }
+            let missing = |t: &str, what: &str| bad(&format!("{what}{t:?} is not in the vocab"));
+            let id = |t: &str, what: &str| by_text.get(t).copied().ok_or_else(|| missing(t, what));
+            let (ia, ib, ij) = (id(a, "")?, id(b, "")?, id(&format!("{a}{b}"), "the merged token ")?);
+            // The first (lowest) rank of a repeated pair wins.
+            merges.entry(((ia as u64) << 32) | ib as u64).or_insert((rank as u32, ij));
+        }
+
+        let check_id = |key: &str| -> rt::Result<Option<u32>> {
+            match g.get_u32_opt(key)? {
+                Some(id) if id as usize >= n => Err(err(format!("{key} is {id}, but the vocab has {n} tokens"))),
+                id => Ok(id),
+            }
+        };
+        let eos = check_id("tokenizer.ggml.eos_token_id")?;
+        let bos = check_id("tokenizer.ggml.bos_token_id")?;
+        check_id("tokenizer.ggml.padding_token_id")?;
+        let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", false)?;
+        if add_bos && bos.is_none() {
+            return Err(err("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing".into()));
+        }
+
+        let mut specials: Vec<(u32, bool)> = Vec::new();
+        let mut special_first = [false; 256];
+        for (i, &t) in types.iter().enumerate() {
+            if t == TOKEN_CONTROL || t == TOKEN_UNKNOWN || t == TOKEN_USER_DEFINED {
+                special_first[bytes[offs[i] as usize] as usize] = true;
+                specials.push((i as u32, t != TOKEN_USER_DEFINED));
+            }
+        }
+        let len_of = |id: u32| offs[id as usize + 1] - offs[id as usize];
+        specials.sort_by(|x, y| len_of(y.0).cmp(&len_of(x.0)).then(x.0.cmp(&y.0)));
+
+        let mut eog: Vec<u32> = eos.into_iter().collect();
+        for id in EOG_NAMES.iter().filter_map(|name| by_text.get(*name).copied()) {
+            let t = types[id as usize];
+            if (t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED) && !eog.contains(&id) {
+                eog.push(id);
+            }
+        }
+        eog.sort_unstable();
+
+        let regex = rt::fancy_regex::Regex::new(QWEN2_PRE_REGEX).map_err(|e| err(format!("pre-tokenizer regex: {e}")))?;
+        Ok(Tokenizer {
+            bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regex, eos, bos, add_bos, eog,
+        })
+    }
+
+    /// Vocabulary size (rows of the embedding / logits).
+    pub fn n_vocab(&self) -> usize { self.types.len() }
+    /// The id of the token whose vocab text (as stored in the model file) is `text`.
+    pub fn token_id(&self, text: &str) -> Option<u32> { self.by_text.get(text).copied() }
+    /// True for control tokens (e.g. `<|im_end|>`).
+    pub fn is_control(&self, id: u32) -> bool { self.types.get(id as usize) == Some(&TOKEN_CONTROL) }
+    /// End-of-generation ids: eos plus the end-of-turn tokens the vocab has.
+    pub fn eog_ids(&self) -> &[u32] { &self.eog }
+    /// True when `id` ends generation.
+    pub fn is_eog(&self, id: u32) -> bool { self.eog.binary_search(&id).is_ok() }
+    /// `tokenizer.ggml.eos_token_id`.
+    pub fn eos_id(&self) -> Option<u32> { self.eos }
+    /// `tokenizer.ggml.bos_token_id`.
+    pub fn bos_id(&self) -> Option<u32> { self.bos }
+    /// Whether a prompt gets the BOS token prepended (`tokenizer.ggml.add_bos_token`).
+    pub fn add_bos(&self) -> bool { self.add_bos }
+
+    /// Raw bytes of a token (its text for control / user-defined tokens); empty for a bad id.
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        if i < self.types.len() { &self.bytes[self.offs[i] as usize..self.offs[i + 1] as usize] } else { &[] }
+    }
+
+    /// Text → ids; control tokens in the text are matched only with `parse_special`. No BOS is added.
+    pub fn encode(&self, text: &str, parse_special: bool) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 4);
+        let tb = text.as_bytes();
+        let (mut start, mut i) = (0, 0); // start of the pending plain-text segment, scan position
+        while i < tb.len() {
+            // The longest special token at i (control ones only with parse_special).
+            let at_i = |&&(id, c): &&(u32, bool)| (parse_special || !c) && tb[i..].starts_with(self.token_bytes(id));
+            match self.special_first[tb[i] as usize].then(|| self.specials.iter().find(at_i)).flatten() {
+                Some(&(id, _)) => {
+                    self.encode_plain(&text[start..i], &mut out);
+                    out.push(id);
+                    i += self.token_bytes(id).len();
+                    start = i;
+                }
+                None => i += 1,
+            }
+        }
+        self.encode_plain(&text[start..], &mut out);
+        out
+    }
+
+    /// Pre-tokenizes a segment without special tokens and BPE-encodes every piece (gaps included).
+    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
+        let (tb, mut last, mut sym) = (text.as_bytes(), 0, Vec::new());
+        // Gaps between matches are pieces too; a regex error (backtrack limit, never seen) leaves one rest piece.
+        for m in self.regex.find_iter(text).map_while(|m| m.ok()) {
+            self.bpe(&tb[last..m.start()], &mut sym, out);
+            self.bpe(&tb[m.start()..m.end()], &mut sym, out);
+            last = m.end();
+        }
+        self.bpe(&tb[last..], &mut sym, out);
+    }
+
+    fn merge_of(&self, a: u32, b: u32) -> Option<(u32, u32)> {
+        self.merges.get(&(((a as u64) << 32) | b as u64)).copied()
+    }
+
+    /// BPE of one piece: from byte tokens, merge the adjacent pair of lowest rank (leftmost on ties)
+    /// until none has a merge; short pieces rescan the pairs, long ones use a heap.
+    fn bpe(&self, piece: &[u8], sym: &mut Vec<u32>, out: &mut Vec<u32>) {
+        sym.clear();
+        sym.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
+        if sym.len() > 24 {
+            self.bpe_heap(sym);
+        } else {
+            // The lowest-rank (then leftmost) pair: ((rank, merged id), position).
+            let best = |s: &[u32]| (1..s.len()).filter_map(|j| Some((self.merge_of(s[j - 1], s[j])?, j - 1))).min();
+            while let Some(((_, id), j)) = best(sym) {
+                sym[j] = id;
+                sym.remove(j + 1);
+            }
+        }
+        out.extend_from_slice(sym);
+    }
+
+    /// BPE for long pieces: a linked list of symbols (merged-away ones become u32::MAX) and a min-heap
+    /// of candidate merges.
+    fn bpe_heap(&self, sym: &mut Vec<u32>) {
+        let n = sym.len();
+        let mut prev: Vec<usize> = (0..n).map(|j| j.wrapping_sub(1)).collect(); // usize::MAX = none
+        let mut next: Vec<usize> = (1..=n).collect(); // n = none
+        let mut heap = BinaryHeap::new(); // Reverse((rank, left pos, left id, right id))
+        let push = |heap: &mut BinaryHeap<_>, j: usize, a: u32, b: u32| {
+            if let Some((rank, _)) = self.merge_of(a, b) {
+                heap.push(Reverse((rank, j, a, b)));
+            }
+        };
+        for j in 0..n - 1 {
+            push(&mut heap, j, sym[j], sym[j + 1]);
+        }
+        while let Some(Reverse((_, j, a, b))) = heap.pop() {
+            let k = next[j];
+            if k >= n || sym[j] != a || sym[k] != b {
+                continue; // stale entry
+            }
+            let Some((_, id)) = self.merge_of(a, b) else { continue };
+            sym[j] = id;
+            sym[k] = u32::MAX;
+            next[j] = next[k];
+            if next[k] < n {
+                prev[next[k]] = j;
+                push(&mut heap, j, id, sym[next[k]]);
+            }
+            if prev[j] != usize::MAX {
+                push(&mut heap, prev[j], sym[prev[j]], id);
+            }
+        }
+        sym.retain(|&s| s != u32::MAX);
+    }
+
+    /// Ids → text: the tokens' bytes concatenated, invalid UTF-8 replaced, unknown ids skipped.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let buf: Vec<u8> = ids.iter().flat_map(|&id| self.token_bytes(id)).copied().collect();
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}

@@ -1,0 +1,246 @@
+/// Model dimensions, read from the file's metadata (and checked against `PRESET` when the
+/// engine was generated for a known size).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Config {
+    pub(crate) n_layer: usize,
+    pub(crate) n_embd: usize,
+    pub(crate) n_head: usize,
+    pub(crate) n_head_kv: usize,
+    pub(crate) head_dim: usize, // n_embd / n_head
+    pub(crate) kv_dim: usize,   // n_head_kv * head_dim
+    pub(crate) n_ff: usize,
+    pub(crate) n_vocab: usize,
+    pub(crate) context_length: usize,
+    pub(crate) rope_theta: f32,
+    pub(crate) rms_eps: f32,
+}
+
+impl Config {
+    /// Reads `qwen2.*` metadata; every missing or inconsistent value is an error naming the key.
+    pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Config> {
+        let arch = g.get_str("general.architecture")?;
+        if arch != MODEL_ARCH {
+            return Err(rt::Error::Mismatch {
+                what: "general.architecture".into(),
+                expected: format!("{MODEL_ARCH:?}"),
+                found: format!("{arch:?}"),
+                fix: format!("regenerate the engine with model = \"{arch}\" if the CKB knows that family"),
+            });
+        }
+        let key = |k: &str| format!("{MODEL_ARCH}.{k}");
+        let get = |k: &str| -> rt::Result<usize> { Ok(g.get_u32(&key(k))? as usize) };
+        let n_embd = get("embedding_length")?;
+        let n_head = get("attention.head_count")?;
+        let n_head_kv = get("attention.head_count_kv")?;
+        let n_vocab = match g.tensor("token_embd.weight") {
+            Ok(t) if t.dims.len() == 2 => t.dims[1] as usize,
+            Ok(t) => return Err(rt::Error::format("tensor 'token_embd.weight'.dims", format!("expected 2 dims, found {:?}", t.dims))),
+            Err(e) => return Err(e),
+        };
+        if n_head == 0 || n_head_kv == 0 || n_embd % n_head != 0 || n_head % n_head_kv != 0 {
+            return Err(rt::Error::format(
+                key("attention.head_count"),
+                format!("{n_head} heads / {n_head_kv} kv heads do not divide embedding_length {n_embd}"),
+            ));
+        }
+        let head_dim = n_embd / n_head;
+        if head_dim % 2 != 0 {
+            return Err(rt::Error::format(key("attention.head_count"), format!("head dim {head_dim} must be even for rope")));
+        }
+        let cfg = Config {
+            n_layer: get("block_count")?,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            kv_dim: n_head_kv * head_dim,
+            n_ff: get("feed_forward_length")?,
+            n_vocab,
+            context_length: get("context_length")?,
+            rope_theta: g.get_f32(&key("rope.freq_base"))?,
+            rms_eps: g.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
+        };
+        if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 {
+            return Err(rt::Error::format(key("block_count"), "block_count, feed_forward_length and context_length must be > 0"));
+        }
+        if let Some(p) = PRESET {
+            let diffs: Vec<String> = [
+                ("block_count", p.n_layer, cfg.n_layer),
+                ("embedding_length", p.n_embd, cfg.n_embd),
+                ("attention.head_count", p.n_head, cfg.n_head),
+                ("attention.head_count_kv", p.n_head_kv, cfg.n_head_kv),
+                ("feed_forward_length", p.n_ff, cfg.n_ff),
+                ("vocab size", p.n_vocab, cfg.n_vocab),
+            ]
+            .iter()
+            .filter(|(_, want, got)| want != got)
+            .map(|(k, want, got)| format!("{k} {got} (expected {want})"))
+            .collect();
+            if !diffs.is_empty() {
+                return Err(rt::Error::Mismatch {
+                    what: "model dims".into(),
+                    expected: format!("preset {PRESET_NAME}"),
+                    found: diffs.join(", "),
+                    fix: format!("regenerate with model = \"{MODEL_ARCH}\" (dims read from the file) or the preset of this size"),
+                });
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// A matrix located in the mapped file: `rows` rows of `cols` elements of type `ty`.
+#[derive(Debug, Clone)]
+pub(crate) struct TensorRef {
+    pub(crate) name: String,
+    pub(crate) ty: GgmlType,
+    pub(crate) rows: usize,      // output features
+    pub(crate) cols: usize,      // input features (ne0)
+    pub(crate) row_bytes: usize, // cols / block_elems * block_bytes
+    pub(crate) offset: usize,    // absolute byte offset in the file
+}
+
+impl TensorRef {
+    /// A view of the matrix inside the file's bytes.
+    pub(crate) fn mat<'a>(&self, file: &'a [u8]) -> QMatrix<'a> {
+        QMatrix {
+            ty: self.ty,
+            rows: self.rows,
+            cols: self.cols,
+            row_bytes: self.row_bytes,
+            data: &file[self.offset..self.offset + self.rows * self.row_bytes],
+        }
+    }
+
+    /// Row `r`, dequantized into `out` (`out.len() == cols`).
+    pub(crate) fn dequant_row_into(&self, file: &[u8], r: usize, out: &mut [f32]) {
+        let start = self.offset + r * self.row_bytes;
+        dequant_row(self.ty, &file[start..start + self.row_bytes], out);
+    }
+}
+
+/// One transformer block's weights.
+pub(crate) struct LayerWeights {
+    pub(crate) attn_norm: Vec<f32>, // [n_embd]
+    pub(crate) wq: TensorRef,       // [n_embd] -> [n_embd]
+    pub(crate) wk: TensorRef,       // [n_embd] -> [kv_dim]
+    pub(crate) wv: TensorRef,       // [n_embd] -> [kv_dim]
+    pub(crate) bq: Vec<f32>,        // [n_embd]
+    pub(crate) bk: Vec<f32>,        // [kv_dim]
+    pub(crate) bv: Vec<f32>,        // [kv_dim]
+    pub(crate) wo: TensorRef,       // [n_embd] -> [n_embd]
+    pub(crate) ffn_norm: Vec<f32>,  // [n_embd]
+    pub(crate) w_gate: TensorRef,   // [n_embd] -> [n_ff]
+    pub(crate) w_up: TensorRef,     // [n_embd] -> [n_ff]
+    pub(crate) w_down: TensorRef,   // [n_ff] -> [n_embd]
+    pub(crate) qkv_acts: Vec<ActKind>,  // activation forms wq, wk, wv consume
+    pub(crate) o_acts: Vec<ActKind>,    // ... wo consumes
+    pub(crate) gate_up_acts: Vec<ActKind>, // ... w_gate, w_up consume
+    pub(crate) down_acts: Vec<ActKind>, // ... w_down consumes
+}
+
+/// Every tensor the forward pass reads.
+pub(crate) struct Weights {
+    pub(crate) token_embd: TensorRef, // [n_vocab] rows of [n_embd]
+    pub(crate) output_norm: Vec<f32>, // [n_embd]
+    pub(crate) output: TensorRef,     // [n_embd] -> [n_vocab] (token_embd when tied)
+    pub(crate) output_acts: Vec<ActKind>,
+    pub(crate) layers: Vec<LayerWeights>, // [n_layer]
+}
+
+/// The distinct activation forms a set of matrices consumes.
+pub(crate) fn acts_for(ms: &[&TensorRef]) -> Vec<ActKind> {
+    let mut kinds: Vec<ActKind> = Vec::new();
+    for m in ms {
+        let k = act_kind(m.ty);
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    kinds
+}
+
+impl Weights {
+    /// Locates every tensor and checks its type and shape against `cfg`.
+    pub(crate) fn from_gguf(g: &Gguf, cfg: &Config) -> rt::Result<Weights> {
+        let e = cfg.n_embd;
+        let matrix = |name: &str, cols: usize, rows: usize| locate(g, name, &[cols, rows]);
+        let vector = |name: &str, len: usize| -> rt::Result<Vec<f32>> {
+            let t = locate(g, name, &[len])?;
+            let mut out = vec![0.0f32; len];
+            t.dequant_row_into(g.bytes(), 0, &mut out);
+            Ok(out)
+        };
+        let token_embd = matrix("token_embd.weight", e, cfg.n_vocab)?;
+        let output = match g.tensor("output.weight") {
+            Ok(_) => matrix("output.weight", e, cfg.n_vocab)?,
+            Err(_) => token_embd.clone(), // tied embeddings
+        };
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for n in 0..cfg.n_layer {
+            let name = |s: &str| format!("blk.{n}.{s}");
+            let wq = matrix(&name("attn_q.weight"), e, e)?;
+            let wk = matrix(&name("attn_k.weight"), e, cfg.kv_dim)?;
+            let wv = matrix(&name("attn_v.weight"), e, cfg.kv_dim)?;
+            let wo = matrix(&name("attn_output.weight"), e, e)?;
+            let w_gate = matrix(&name("ffn_gate.weight"), e, cfg.n_ff)?;
+            let w_up = matrix(&name("ffn_up.weight"), e, cfg.n_ff)?;
+            let w_down = matrix(&name("ffn_down.weight"), cfg.n_ff, e)?;
+            layers.push(LayerWeights {
+                attn_norm: vector(&name("attn_norm.weight"), e)?,
+                bq: vector(&name("attn_q.bias"), e)?,
+                bk: vector(&name("attn_k.bias"), cfg.kv_dim)?,
+                bv: vector(&name("attn_v.bias"), cfg.kv_dim)?,
+                ffn_norm: vector(&name("ffn_norm.weight"), e)?,
+                qkv_acts: acts_for(&[&wq, &wk, &wv]),
+                o_acts: acts_for(&[&wo]),
+                gate_up_acts: acts_for(&[&w_gate, &w_up]),
+                down_acts: acts_for(&[&w_down]),
+                wq,
+                wk,
+                wv,
+                wo,
+                w_gate,
+                w_up,
+                w_down,
+            });
+        }
+        Ok(Weights {
+            output_norm: vector("output_norm.weight", e)?,
+            output_acts: acts_for(&[&output]),
+            token_embd,
+            output,
+            layers,
+        })
+    }
+}
+
+/// Finds tensor `name`, checks its dims (`[cols]` or `[cols, rows]`, ne0 first) and that its
+/// type is compiled in, and returns where its rows are.
+fn locate(g: &Gguf, name: &str, dims: &[usize]) -> rt::Result<TensorRef> {
+    let t = g.tensor(name)?;
+    let found: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
+    if found != dims {
+        return Err(rt::Error::Mismatch {
+            what: format!("shape of tensor '{name}'"),
+            expected: format!("{dims:?}"),
+            found: format!("{found:?}"),
+            fix: "use a model file whose metadata matches its tensors".into(),
+        });
+    }
+    if !COMPILED_TYPES.contains(&t.ty) {
+        let compiled: Vec<&str> = COMPILED_TYPES.iter().map(|t| t.name()).collect();
+        return Err(rt::Error::Mismatch {
+            what: format!("type of tensor '{name}'"),
+            expected: format!("one of {} (quant = \"{QUANT}\")", compiled.join(", ")),
+            found: t.ty.name().to_string(),
+            fix: format!("regenerate the engine with the quant of this file (it has {} tensors), or use a {QUANT} file", t.ty.name()),
+        });
+    }
+    let data = g.tensor_data(t);
+    let offset = data.as_ptr() as usize - g.bytes().as_ptr() as usize;
+    let cols = dims[0];
+    let rows = dims.get(1).copied().unwrap_or(1);
+    let row_bytes = cols / t.ty.block_elems() * t.ty.block_bytes();
+    Ok(TensorRef { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, offset })
+}

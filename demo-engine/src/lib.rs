@@ -1,0 +1,155 @@
+//! The demo app's engines: the same qwen2 Q4_K_M engine generated for two targets, and one
+//! interface over both so the CLI can pick at run time (the engines themselves never dispatch).
+//!
+//! - [`Coder`]: `hw = "x86_64-avx2"` — AVX2+FMA integer dot kernels;
+//! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU.
+
+use metainfer::{GenParams, Message, Stats};
+
+#[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m")]
+pub struct Coder;
+
+#[metainfer::engine(model = "qwen2", hw = "generic", quant = "q4_k_m")]
+pub struct CoderPortable;
+
+/// What the CLI needs of an engine.
+pub trait Model {
+    fn encode(&self, text: &str) -> Vec<u32>;
+    fn decode(&self, ids: &[u32]) -> String;
+    fn generate_ids(
+        &mut self,
+        prompt: &[u32],
+        p: &GenParams,
+        on_token: &mut dyn FnMut(u32, &str) -> bool,
+    ) -> Result<(Vec<u32>, Stats), metainfer::Error>;
+    fn render_chat(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, metainfer::Error>;
+    fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error>;
+    fn n_vocab(&self) -> usize;
+    fn max_seq(&self) -> usize;
+    fn set_threads(&mut self, n: usize);
+    fn reset(&mut self);
+    fn hw(&self) -> &'static str;
+}
+
+macro_rules! impl_model {
+    ($t:ty, $hw:expr) => {
+        impl Model for $t {
+            fn encode(&self, text: &str) -> Vec<u32> {
+                self.tokenizer().encode(text, true)
+            }
+            fn decode(&self, ids: &[u32]) -> String {
+                self.tokenizer().decode(ids)
+            }
+            fn generate_ids(
+                &mut self,
+                prompt: &[u32],
+                p: &GenParams,
+                on_token: &mut dyn FnMut(u32, &str) -> bool,
+            ) -> Result<(Vec<u32>, Stats), metainfer::Error> {
+                (**self).generate_ids(prompt, p, on_token)
+            }
+            fn render_chat(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, metainfer::Error> {
+                (**self).render_chat(messages, add_generation_prompt)
+            }
+            fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error> {
+                (**self).forward_all(tokens, pos)
+            }
+            fn n_vocab(&self) -> usize {
+                (**self).n_vocab()
+            }
+            fn max_seq(&self) -> usize {
+                (**self).max_seq()
+            }
+            fn set_threads(&mut self, n: usize) {
+                (**self).set_threads(n)
+            }
+            fn reset(&mut self) {
+                (**self).reset()
+            }
+            fn hw(&self) -> &'static str {
+                $hw
+            }
+        }
+    };
+}
+
+impl_model!(Coder, "x86_64-avx2");
+impl_model!(CoderPortable, "generic");
+
+/// Which generated engine to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// AVX2 when the CPU has it, else generic.
+    Auto,
+    Avx2,
+    Generic,
+}
+
+impl std::str::FromStr for Which {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Which::Auto),
+            "avx2" | "x86_64-avx2" => Ok(Which::Avx2),
+            "generic" => Ok(Which::Generic),
+            other => Err(format!("unknown engine '{other}': use auto, avx2 or generic")),
+        }
+    }
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Loads `path` with the chosen engine.
+pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
+    let avx2 = match which {
+        Which::Auto => has_avx2(),
+        Which::Avx2 => true,
+        Which::Generic => false,
+    };
+    Ok(if avx2 { Box::new(Coder::load(path)?) } else { Box::new(CoderPortable::load(path)?) })
+}
+
+/// Perplexity as llama.cpp's `llama-perplexity` computes it: the tokens are cut into chunks of
+/// `ctx`; each chunk is evaluated from an empty cache and the second half of its positions is
+/// scored (each position's logits against the next token). Returns (ppl, its standard error,
+/// chunks).
+pub fn perplexity(m: &mut dyn Model, tokens: &[u32], ctx: usize, mut progress: impl FnMut(usize, f64)) -> Result<(f64, f64, usize), metainfer::Error> {
+    let n_chunks = tokens.len() / ctx;
+    let first = ctx / 2;
+    let n_vocab = m.n_vocab();
+    let mut nlls = Vec::new();
+    for c in 0..n_chunks {
+        let chunk = &tokens[c * ctx..(c + 1) * ctx];
+        m.reset();
+        let logits = m.forward_all(chunk, 0)?;
+        for j in first..ctx - 1 {
+            let row = &logits[j * n_vocab..(j + 1) * n_vocab];
+            let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+            let logp = row[chunk[j + 1] as usize] as f64 - max - sum.ln();
+            nlls.push(-logp);
+        }
+        let mean = nlls.iter().sum::<f64>() / nlls.len() as f64;
+        progress(c + 1, mean.exp());
+    }
+    if nlls.is_empty() {
+        return Err(metainfer::Error::Params(format!(
+            "the text has {} tokens, fewer than one chunk of --ctx {ctx}; use a longer file or a smaller --ctx",
+            tokens.len()
+        )));
+    }
+    let n = nlls.len() as f64;
+    let mean = nlls.iter().sum::<f64>() / n;
+    let var = nlls.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    let ppl = mean.exp();
+    Ok((ppl, ppl * (var / n).sqrt(), n_chunks))
+}

@@ -1,0 +1,272 @@
+//! `demo-engine`: generate, chat, bench and perplexity on a qwen2 GGUF with the engines
+//! MetaInfer generated for this crate (see src/lib.rs).
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use demo_engine::{load, perplexity, Model, Which};
+use metainfer::{GenParams, Message};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "demo-engine", version, about = "Run the MetaInfer-generated qwen2 engines")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// The GGUF model file (scripts/fetch-model.sh puts one in models/).
+    #[arg(long, short = 'm')]
+    model: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+    /// Which generated engine: auto (avx2 when the cpu has it), avx2, generic.
+    #[arg(long, default_value = "auto")]
+    engine: Which,
+}
+
+#[derive(Args)]
+struct SampleArgs {
+    /// Tokens to generate at most.
+    #[arg(long, short = 'n', default_value_t = 128)]
+    max_tokens: usize,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    #[arg(long, default_value_t = 40)]
+    top_k: usize,
+    #[arg(long, default_value_t = 0.95)]
+    top_p: f32,
+    #[arg(long, default_value_t = 0.05)]
+    min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop when the text ends with this (repeatable).
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Keep generating past end-of-sequence tokens.
+    #[arg(long)]
+    ignore_eos: bool,
+}
+
+impl SampleArgs {
+    fn params(&self) -> GenParams {
+        GenParams {
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: 64,
+            seed: self.seed,
+            stop: self.stop.clone(),
+            stop_at_eos: !self.ignore_eos,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Continue a raw prompt (no chat template).
+    Generate {
+        #[command(flatten)]
+        m: ModelArgs,
+        /// The prompt text (special tokens like <|im_start|> are recognised).
+        #[arg(long, short = 'p', conflicts_with = "prompt_ids", required_unless_present = "prompt_ids")]
+        prompt: Option<String>,
+        /// The prompt as token ids, comma separated.
+        #[arg(long, value_delimiter = ',')]
+        prompt_ids: Option<Vec<u32>>,
+        #[command(flatten)]
+        s: SampleArgs,
+        /// After the text, print the generated ids, comma separated, as the last line.
+        #[arg(long)]
+        print_ids: bool,
+    },
+    /// Chat with the model's chat template (reads lines from stdin; /reset, /exit).
+    Chat {
+        #[command(flatten)]
+        m: ModelArgs,
+        #[arg(long, default_value = "You are a helpful assistant.")]
+        system: String,
+        #[command(flatten)]
+        s: SampleArgs,
+    },
+    /// Measure prefill and decode speed.
+    Bench {
+        #[command(flatten)]
+        m: ModelArgs,
+        #[arg(long, default_value_t = 128)]
+        prompt_tokens: usize,
+        #[arg(long, default_value_t = 64)]
+        gen_tokens: usize,
+        /// Repetitions; the best and the median are reported.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Print the result as JSON on the last line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Perplexity of a text file, as llama.cpp's llama-perplexity computes it.
+    Perplexity {
+        #[command(flatten)]
+        m: ModelArgs,
+        #[arg(long, short = 'f')]
+        file: PathBuf,
+        #[arg(long, short = 'c', default_value_t = 512)]
+        ctx: usize,
+    },
+}
+
+fn open(m: &ModelArgs) -> Result<Box<dyn Model>> {
+    let mut model = load(&m.model, m.engine).with_context(|| format!("loading {}", m.model.display()))?;
+    if let Some(t) = m.threads {
+        if t == 0 {
+            bail!("--threads must be at least 1");
+        }
+        model.set_threads(t);
+    }
+    Ok(model)
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Generate { m, prompt, prompt_ids, s, print_ids } => {
+            let mut model = open(&m)?;
+            let ids = match (prompt, prompt_ids) {
+                (Some(p), _) => model.encode(&p),
+                (None, Some(ids)) => ids,
+                (None, None) => bail!("give --prompt or --prompt-ids"),
+            };
+            let mut out = std::io::stdout().lock();
+            let (gen, stats) = model.generate_ids(&ids, &s.params(), &mut |_, text| {
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                true
+            })?;
+            drop(out);
+            println!();
+            eprintln!(
+                "[{} prompt tokens, {:.1} tok/s prefill; {} generated, {:.1} tok/s decode; engine {}]",
+                stats.prompt_tokens,
+                stats.pp_tok_s(),
+                stats.gen_tokens,
+                stats.tg_tok_s(),
+                model.hw()
+            );
+            if print_ids {
+                println!("{}", gen.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+            }
+        }
+        Cmd::Chat { m, system, s } => {
+            let mut model = open(&m)?;
+            let mut messages = vec![Message::system(system.clone())];
+            let stdin = std::io::stdin();
+            eprintln!("chat with {} ({} engine); /reset clears the conversation, /exit or EOF quits", m.model.display(), model.hw());
+            loop {
+                eprint!("> ");
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line)? == 0 {
+                    break;
+                }
+                let line = line.trim_end_matches(['\n', '\r']);
+                match line {
+                    "/exit" | "/quit" => break,
+                    "/reset" => {
+                        messages.truncate(1);
+                        model.reset();
+                        continue;
+                    }
+                    "" => continue,
+                    _ => {}
+                }
+                messages.push(Message::user(line));
+                let prompt = model.render_chat(&messages, true)?;
+                let ids = model.encode(&prompt);
+                let mut out = std::io::stdout().lock();
+                let mut reply = String::new();
+                let res = model.generate_ids(&ids, &s.params(), &mut |_, text| {
+                    reply.push_str(text);
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
+                    true
+                });
+                drop(out);
+                println!();
+                match res {
+                    Ok(_) => messages.push(Message::assistant(reply)),
+                    Err(e @ metainfer::Error::ContextFull { .. }) => {
+                        eprintln!("{e}; type /reset to start over");
+                        messages.pop();
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Cmd::Bench { m, prompt_tokens, gen_tokens, reps, json } => {
+            let mut model = open(&m)?;
+            if prompt_tokens == 0 || gen_tokens == 0 || reps == 0 {
+                bail!("--prompt-tokens, --gen-tokens and --reps must be at least 1");
+            }
+            // a deterministic prompt of ordinary text tokens
+            let text = "The quick brown fox jumps over the lazy dog. fn main() { println!(\"hello\"); } ";
+            let mut ids = Vec::new();
+            while ids.len() < prompt_tokens {
+                ids.extend(model.encode(text));
+            }
+            ids.truncate(prompt_tokens);
+            let mut p = GenParams::greedy(gen_tokens + 1);
+            p.stop_at_eos = false;
+            let (mut pps, mut tgs) = (Vec::new(), Vec::new());
+            for r in 0..reps {
+                model.reset();
+                let t0 = Instant::now();
+                let (_, st) = model.generate_ids(&ids, &p, &mut |_, _| true)?;
+                eprintln!(
+                    "rep {}: pp {:.2} tok/s, tg {:.2} tok/s ({:.2}s)",
+                    r + 1,
+                    st.pp_tok_s(),
+                    st.tg_tok_s(),
+                    t0.elapsed().as_secs_f64()
+                );
+                pps.push(st.pp_tok_s());
+                tgs.push(st.tg_tok_s());
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(|a, b| a.total_cmp(b));
+                v[v.len() / 2]
+            };
+            let (pp_best, tg_best) = (pps.iter().cloned().fold(0.0, f64::max), tgs.iter().cloned().fold(0.0, f64::max));
+            let (pp, tg) = (median(&mut pps), median(&mut tgs));
+            let threads = m.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            println!("prefill {prompt_tokens} tokens: {pp:.2} tok/s (best {pp_best:.2}); decode {gen_tokens} tokens: {tg:.2} tok/s (best {tg_best:.2}); {threads} threads, engine {}", model.hw());
+            if json {
+                println!(
+                    "{{\"pp_tok_s\":{pp:.3},\"tg_tok_s\":{tg:.3},\"pp_best_tok_s\":{pp_best:.3},\"tg_best_tok_s\":{tg_best:.3},\"prompt_tokens\":{prompt_tokens},\"gen_tokens\":{gen_tokens},\"threads\":{threads},\"reps\":{reps},\"engine\":\"{}\"}}",
+                    model.hw()
+                );
+            }
+        }
+        Cmd::Perplexity { m, file, ctx } => {
+            let mut model = open(&m)?;
+            if ctx < 4 || ctx > model.max_seq() {
+                bail!("--ctx must be between 4 and the engine's context ({})", model.max_seq());
+            }
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let tokens = model.encode(&text);
+            eprintln!("{} tokens, {} chunks of {ctx}", tokens.len(), tokens.len() / ctx);
+            let t0 = Instant::now();
+            let (ppl, err, chunks) = perplexity(model.as_mut(), &tokens, ctx, |c, p| eprint!("[{c}]{p:.4} "))?;
+            eprintln!();
+            println!("Final estimate: PPL = {ppl:.4} +/- {err:.5} ({chunks} chunks of {ctx}, {:.1}s)", t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(())
+}

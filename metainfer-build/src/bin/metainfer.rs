@@ -1,0 +1,404 @@
+//! `metainfer`: prepare, check, vendor and inspect the engine cache of a workspace, and check
+//! the CKB.
+//!
+//! ```text
+//! metainfer prepare            generate every engine the workspace references that is missing or stale
+//! metainfer prepare --refresh  regenerate all of them
+//! metainfer prepare --check    fail on missing, stale or tampered entries (no generation, no network)
+//! metainfer vendor DIR [KEY…]  copy entries (default: every referenced one), verified
+//! metainfer ls                 entries: key, constraints, status
+//! metainfer show KEY           an entry's manifest and gate report
+//! metainfer verify KEY         re-run an entry's gates, record the result
+//! metainfer ckb check          load the CKB and check its referential integrity
+//! ```
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use metainfer_build::cache::{Cache, CacheError, Entry};
+use metainfer_build::scan::{scan_workspace, Reference};
+use metainfer_build::workspace::{display_path, workspace_root};
+use metainfer_build::{chain, ensure, BuildContext, Ckb, Constraints, Mode};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "metainfer", version, about = "Prepare, check and inspect MetaInfer engine caches")]
+struct Cli {
+    /// The workspace [default: the outermost cargo workspace around the current directory].
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// The CKB [default: $METAINFER_CKB_DIR, else the ckb/ beside metainfer-build].
+    #[arg(long, global = true, value_name = "DIR")]
+    ckb: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate every engine the workspace references that is missing or stale.
+    Prepare {
+        /// Only check: fail on missing, stale or tampered entries; generate nothing.
+        #[arg(long, conflicts_with = "refresh")]
+        check: bool,
+        /// Regenerate every referenced engine, including current and tampered ones.
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Copy verified entries into DIR (as a cache directory: DIR/<key>/).
+    Vendor {
+        dir: PathBuf,
+        /// Keys or unique key prefixes [default: every engine the workspace references].
+        keys: Vec<String>,
+    },
+    /// List the cache's entries.
+    Ls,
+    /// Print an entry's manifest and gate report.
+    Show { key: String },
+    /// Re-run an entry's gates; rewrite its gates.toml (and manifest) if the result changed.
+    Verify { key: String },
+    /// Work with the CKB.
+    Ckb {
+        #[command(subcommand)]
+        cmd: CkbCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum CkbCmd {
+    /// Load every file and check referential integrity.
+    Check,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Env {
+    ws: PathBuf,
+    ckb_root: PathBuf,
+    cache: Cache,
+}
+
+impl Env {
+    fn ckb(&self) -> anyhow::Result<Ckb> {
+        Ok(Ckb::load(&self.ckb_root)?)
+    }
+    fn show(&self, p: &Path) -> String {
+        display_path(p, &self.ws)
+    }
+    fn context(&self) -> anyhow::Result<BuildContext> {
+        Ok(BuildContext::for_workspace(&self.ws)?)
+    }
+}
+
+/// `Ok(false)`: problems were printed, exit nonzero.
+fn run(cli: Cli) -> anyhow::Result<bool> {
+    let ws = match cli.workspace {
+        Some(w) => std::fs::canonicalize(&w).with_context(|| format!("workspace {}", w.display()))?,
+        None => workspace_root(&std::env::current_dir()?),
+    };
+    let ckb_root = cli.ckb.unwrap_or_else(Ckb::default_root);
+    let env = Env { cache: Cache::from_env(&ws), ws, ckb_root };
+    match cli.cmd {
+        Cmd::Prepare { check: true, .. } => prepare_check(&env),
+        Cmd::Prepare { refresh, .. } => prepare(&env, refresh),
+        Cmd::Vendor { dir, keys } => vendor(&env, &dir, &keys),
+        Cmd::Ls => ls(&env),
+        Cmd::Show { key } => show(&env, &key),
+        Cmd::Verify { key } => verify(&env, &key),
+        Cmd::Ckb { cmd: CkbCmd::Check } => ckb_check(&env),
+    }
+}
+
+/// One engine the workspace references, with every place that references it.
+struct Wanted {
+    c: Constraints,
+    refs: Vec<Reference>,
+}
+
+impl Wanted {
+    fn describe(&self) -> String {
+        let names: Vec<String> = self.refs.iter().map(|r| format!("`{}` at {}", r.name, r.location())).collect();
+        format!("{} ({}; {})", &self.c.key()[..16], self.c.summary(), names.join(", "))
+    }
+}
+
+/// The referenced engines by key, and the problems found on the way (one line each).
+fn referenced(env: &Env, ckb: &Ckb) -> (BTreeMap<String, Wanted>, Vec<String>) {
+    let scan = scan_workspace(&env.ws);
+    let mut problems = scan.problems;
+    let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
+    for r in scan.references {
+        match Constraints::from_args(&r.args, ckb) {
+            Ok(c) => wanted.entry(c.key()).or_insert_with(|| Wanted { c, refs: Vec::new() }).refs.push(r),
+            Err(e) => problems.push(format!("{}: engine `{}`: {}", r.location(), r.name, e.message)),
+        }
+    }
+    (wanted, problems)
+}
+
+/// The state of a referenced engine's entry.
+enum State {
+    Missing,
+    Current(Entry),
+    Stale(Entry, Vec<String>),
+    GatesFailed(Entry),
+    Broken(CacheError),
+}
+
+fn state(env: &Env, c: &Constraints, digest: &str) -> State {
+    let key = c.key();
+    if !env.cache.dir.join(&key).exists() {
+        return State::Missing;
+    }
+    match env.cache.open(&key, Some(c)) {
+        Err(e) => State::Broken(e),
+        Ok(e) if !e.manifest.gates_passed => State::GatesFailed(e),
+        Ok(e) => {
+            let why = e.staleness(digest);
+            if why.is_empty() {
+                State::Current(e)
+            } else {
+                State::Stale(e, why)
+            }
+        }
+    }
+}
+
+fn prepare_check(env: &Env) -> anyhow::Result<bool> {
+    let ckb = env.ckb()?;
+    let digest = ckb.digest();
+    let (wanted, mut problems) = referenced(env, &ckb);
+    let mut ok = 0;
+    for w in wanted.values() {
+        let key = w.c.key();
+        let dir = format!("{}/{key}", env.cache.shown());
+        match state(env, &w.c, &digest) {
+            State::Current(_) => ok += 1,
+            State::Missing => problems.push(format!("missing: {}: no entry {dir}; run `metainfer prepare`", w.describe())),
+            State::Stale(_, why) => problems.push(format!("stale: {}: {}; run `metainfer prepare`", w.describe(), why.join(", "))),
+            State::GatesFailed(_) => problems.push(format!(
+                "gates failed: {}: {dir} did not pass its gates; run `metainfer prepare --refresh`",
+                w.describe()
+            )),
+            State::Broken(e) => problems.push(format!("broken: {}: {e}", w.describe())),
+        }
+    }
+    if problems.is_empty() {
+        println!("metainfer: {ok} engine(s) referenced, every entry in {} is current and verified", env.cache.shown());
+        return Ok(true);
+    }
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    eprintln!("metainfer: prepare --check found {} problem(s) ({ok} engine(s) current)", problems.len());
+    Ok(false)
+}
+
+fn prepare(env: &Env, refresh: bool) -> anyhow::Result<bool> {
+    let ckb = env.ckb()?;
+    let digest = ckb.digest();
+    let (wanted, problems) = referenced(env, &ckb);
+    let mut failed = problems.len();
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    let ctx = env.context()?;
+    for w in wanted.values() {
+        let mode = match state(env, &w.c, &digest) {
+            State::Current(_) if !refresh => {
+                println!("ok        {}", w.describe());
+                continue;
+            }
+            State::Broken(e) if !refresh => {
+                eprintln!("broken    {}: {e}", w.describe());
+                failed += 1;
+                continue;
+            }
+            State::Missing => Mode::Auto,
+            _ => Mode::Refresh,
+        };
+        let ctx = ctx.clone().with_mode(mode, "metainfer prepare");
+        match ensure(&w.c, &ckb, &ctx) {
+            Ok(e) => println!("generated {} -> {}", w.describe(), env.show(&e.dir)),
+            Err(e) => {
+                eprintln!("failed    {}: {e}", w.describe());
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("metainfer: prepare: {failed} problem(s)");
+    }
+    Ok(failed == 0)
+}
+
+/// The full key for `key`, which may be a unique prefix of an entry's key.
+fn resolve_key(env: &Env, key: &str) -> anyhow::Result<String> {
+    let keys = env.cache.keys()?;
+    let matches: Vec<&String> = keys.iter().filter(|k| k.starts_with(key)).collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => bail!("no entry with key {key} in {}; `metainfer ls` lists them", env.cache.shown()),
+        many => bail!(
+            "key prefix {key} matches {} entries in {}; give more of the key",
+            many.len(),
+            env.cache.shown()
+        ),
+    }
+}
+
+fn vendor(env: &Env, dir: &Path, keys: &[String]) -> anyhow::Result<bool> {
+    let keys: Vec<String> = if keys.is_empty() {
+        let ckb = env.ckb()?;
+        let (wanted, problems) = referenced(env, &ckb);
+        if !problems.is_empty() {
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            bail!("cannot tell which engines the workspace references; fix the problems above or name the keys");
+        }
+        wanted.into_keys().collect()
+    } else {
+        keys.iter().map(|k| resolve_key(env, k)).collect::<anyhow::Result<_>>()?
+    };
+    let cwd = std::env::current_dir()?;
+    let dest = Cache::new(metainfer_build::workspace::resolve(dir, &cwd), cwd);
+    for key in &keys {
+        if !env.cache.dir.join(key).exists() {
+            bail!("no entry {}/{key}; run `metainfer prepare` first", env.cache.shown());
+        }
+        let entry = env.cache.open(key, None)?;
+        if !entry.manifest.gates_passed {
+            bail!("entry {} did not pass its gates and cannot be vendored", env.show(&entry.dir));
+        }
+        let copied = dest.import(&entry)?;
+        println!("vendored  {} -> {}", &key[..16], copied.dir.display());
+    }
+    println!("metainfer: {} entr{} in {}", keys.len(), if keys.len() == 1 { "y" } else { "ies" }, dest.dir.display());
+    Ok(true)
+}
+
+fn ls(env: &Env) -> anyhow::Result<bool> {
+    let ckb = env.ckb()?;
+    let digest = ckb.digest();
+    let (wanted, _) = referenced(env, &ckb);
+    let keys = env.cache.keys()?;
+    if keys.is_empty() {
+        println!("no entries in {}", env.cache.shown());
+    }
+    for key in &keys {
+        let used = wanted
+            .get(key)
+            .map(|w| w.refs.iter().map(|r| r.name.clone()).collect::<Vec<_>>().join(","))
+            .unwrap_or_else(|| "-".to_string());
+        match env.cache.open(key, None) {
+            Ok(e) => {
+                let status = if !e.manifest.gates_passed {
+                    "gates-failed".to_string()
+                } else if !e.staleness(&digest).is_empty() {
+                    "stale".to_string()
+                } else {
+                    "ok".to_string()
+                };
+                println!("{}  {status:<12}  {:<50}  used by: {used}", &key[..16.min(key.len())], e.manifest.constraints.summary());
+            }
+            Err(err) => println!("{}  {:<12}  {err}", &key[..16.min(key.len())], "broken"),
+        }
+    }
+    for (key, w) in &wanted {
+        if !keys.contains(key) {
+            println!("{}  {:<12}  {:<50}  used by: {}", &key[..16], "missing", w.c.summary(), w.refs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(","));
+        }
+    }
+    Ok(true)
+}
+
+fn show(env: &Env, key: &str) -> anyhow::Result<bool> {
+    let key = resolve_key(env, key)?;
+    let dir = env.cache.dir.join(&key);
+    for file in ["manifest.toml", "gates.toml"] {
+        let p = dir.join(file);
+        println!("# {}", env.show(&p));
+        match std::fs::read_to_string(&p) {
+            Ok(text) => print!("{text}"),
+            Err(e) => println!("(cannot read: {e})"),
+        }
+        println!();
+    }
+    match env.cache.open(&key, None) {
+        Ok(e) => {
+            let stale = e.staleness(&env.ckb()?.digest());
+            let status = match (e.manifest.gates_passed, stale.is_empty()) {
+                (false, _) => "gates failed".to_string(),
+                (true, true) => "ok".to_string(),
+                (true, false) => format!("stale: {}", stale.join(", ")),
+            };
+            println!("# status: {status}");
+            Ok(true)
+        }
+        Err(e) => {
+            println!("# status: broken: {e}");
+            Ok(false)
+        }
+    }
+}
+
+fn verify(env: &Env, key: &str) -> anyhow::Result<bool> {
+    let key = resolve_key(env, key)?;
+    let ckb = env.ckb()?;
+    let entry = env.cache.open(&key, None)?;
+    let engine = std::fs::read_to_string(entry.engine_path())
+        .with_context(|| format!("reading {}", env.show(&entry.engine_path())))?;
+    let ctx = env.context()?;
+    let (gates, passed) = chain::reverify(&entry.manifest.constraints, &ckb, &engine, &ctx.chain_options())
+        .with_context(|| format!("verifying {}", env.show(&entry.dir)))?;
+    let old = std::fs::read(entry.path("gates.toml")).unwrap_or_default();
+    if old != gates || entry.manifest.gates_passed != passed {
+        let updated = env.cache.update_gates(&entry, &gates, passed)?;
+        println!("metainfer: gate results changed; rewrote {}/gates.toml and manifest.toml", env.show(&updated.dir));
+    } else {
+        println!("metainfer: gate results unchanged");
+    }
+    print!("{}", String::from_utf8_lossy(&gates));
+    if !passed {
+        eprintln!("metainfer: {} failed its gates; it will not be served until `metainfer prepare --refresh` regenerates it", env.show(&entry.dir));
+    }
+    Ok(passed)
+}
+
+fn ckb_check(env: &Env) -> anyhow::Result<bool> {
+    let ckb = env.ckb()?;
+    let problems = ckb.check();
+    let root = env.show(&ckb.root);
+    for p in &problems {
+        eprintln!("{root}/{p}");
+    }
+    println!(
+        "ckb {root}: {} contracts, {} model families, {} quants, {} targets, {} gates, {} failure modes; digest {}",
+        ckb.contracts.len(),
+        ckb.models.len(),
+        ckb.quants.len(),
+        ckb.targets.len(),
+        ckb.gates.len(),
+        ckb.failure_modes.len(),
+        &ckb.digest()[..16]
+    );
+    if problems.is_empty() {
+        println!("ckb check: no problems");
+        Ok(true)
+    } else {
+        eprintln!("ckb check: {} problem(s)", problems.len());
+        Ok(false)
+    }
+}

@@ -1,0 +1,144 @@
+//! Plan: from the constraints and the CKB, the ordered list of slots the engine needs, the
+//! realization chosen for each, and the constants to bake in.
+
+use super::ChainError;
+use crate::ckb::schema::{Contract, ModelFamily, Preset, Quant, QuantKind, RealizationRef, Target};
+use crate::ckb::Ckb;
+use serde::Serialize;
+
+/// What the chain builds, resolved from the constraints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub key: String,
+    pub canonical: String,
+    pub family: ModelFamily,
+    pub preset: Option<Preset>,
+    pub target: Target,
+    pub quant: String,
+    /// Tensor types compiled in, in the order of `ckb/quants` ids.
+    pub tensor_types: Vec<Quant>,
+    pub max_seq: Option<u32>,
+    pub features: Vec<String>,
+    pub slots: Vec<Slot>,
+}
+
+/// One section of the engine.
+#[derive(Debug, Clone, Serialize)]
+pub struct Slot {
+    /// Module name in `engine.rs` (the contract id, or `header` / `dispatch`).
+    pub id: String,
+    pub title: String,
+    /// `None` for sections the generator writes itself (`header`, `dispatch`).
+    pub contract: Option<String>,
+    pub version: u32,
+    /// Realization variants to include, in order (e.g. `scalar` then `avx2`).
+    pub variants: Vec<String>,
+    /// For dot kernels: the function the dispatch calls and whether the call is unsafe.
+    pub entry: Option<(String, bool)>,
+}
+
+/// The inputs of a plan, as strings (the constraints are validated before planning).
+pub struct PlanInput<'a> {
+    pub key: &'a str,
+    pub canonical: &'a str,
+    pub model: &'a str,
+    pub hw: &'a str,
+    pub quant: &'a str,
+    pub max_seq: Option<u32>,
+    pub features: Vec<String>,
+}
+
+pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
+    let no = |what: &str, id: &str| ChainError::Plan(format!("the ckb has no {what} '{id}'"));
+    let (family, preset) = match ckb.models.get(input.model) {
+        Some(f) => (f.clone(), None),
+        None => ckb
+            .models
+            .values()
+            .find_map(|f| f.presets.iter().find(|p| p.name == input.model).map(|p| (f.clone(), Some(p.clone()))))
+            .ok_or_else(|| no("model family or preset", input.model))?,
+    };
+    let target = ckb.targets.get(input.hw).ok_or_else(|| no("target", input.hw))?.clone();
+    if target.kind != "cpu" {
+        return Err(ChainError::Plan(format!(
+            "target '{}' is a {} target; the ckb has realizations for cpu targets only so far",
+            target.id, target.kind
+        )));
+    }
+    let q = ckb.quants.get(input.quant).ok_or_else(|| no("quant", input.quant))?;
+    let mut type_ids: Vec<String> = match q.kind {
+        QuantKind::Mixture => q.tensor_types.clone(),
+        QuantKind::TensorType if q.tensor_types.is_empty() => vec![q.id.clone(), "f32".into()],
+        QuantKind::TensorType => q.tensor_types.clone(),
+    };
+    type_ids.sort();
+    type_ids.dedup();
+    let tensor_types: Vec<Quant> = type_ids
+        .iter()
+        .map(|t| ckb.quants.get(t).cloned().ok_or_else(|| no("tensor type", t)))
+        .collect::<Result<_, _>>()?;
+
+    let mut slots = Vec::new();
+    for section in &family.graph {
+        match section.as_str() {
+            "header" => slots.push(generated("header", "Constants and configuration")),
+            "dispatch" => slots.push(generated("dispatch", "Kernel dispatch over the compiled tensor types")),
+            "dot_kernels" => {
+                for t in &tensor_types {
+                    let cid = t.contract.as_deref().ok_or_else(|| {
+                        ChainError::Plan(format!("tensor type '{}' names no dot-kernel contract", t.id))
+                    })?;
+                    slots.push(contract_slot(ckb, cid, &target)?);
+                }
+            }
+            cid => slots.push(contract_slot(ckb, cid, &target)?),
+        }
+    }
+    Ok(Plan {
+        key: input.key.to_string(),
+        canonical: input.canonical.to_string(),
+        family,
+        preset,
+        target,
+        quant: input.quant.to_string(),
+        tensor_types,
+        max_seq: input.max_seq,
+        features: input.features.clone(),
+        slots,
+    })
+}
+
+fn generated(id: &str, title: &str) -> Slot {
+    Slot { id: id.into(), title: title.into(), contract: None, version: 1, variants: vec![], entry: None }
+}
+
+/// The first realization (in the target's variant preference order) whose ISA needs the
+/// target meets, with the variants it must be included with.
+fn contract_slot(ckb: &Ckb, cid: &str, target: &Target) -> Result<Slot, ChainError> {
+    let c: &Contract = ckb
+        .contracts
+        .get(cid)
+        .ok_or_else(|| ChainError::Plan(format!("the model graph names contract '{cid}', which the ckb lacks")))?;
+    let fits = |r: &RealizationRef| r.isa.iter().all(|f| target.features.contains(f));
+    let chosen = target
+        .variants
+        .iter()
+        .find_map(|v| c.realizations.iter().find(|r| &r.variant == v && fits(r)))
+        .ok_or_else(|| {
+            ChainError::Gap(format!(
+                "contract '{cid}' has no realization for target '{}' (it has: {}); use generator = \"auto\" or \"llm\" to fill the gap",
+                target.id,
+                c.realizations.iter().map(|r| r.variant.as_str()).collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+    let mut variants = chosen.with.clone();
+    variants.push(chosen.variant.clone());
+    Ok(Slot {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        contract: Some(c.id.clone()),
+        version: c.version,
+        variants,
+        entry: chosen.entry.clone().map(|e| (e, chosen.entry_unsafe)),
+    })
+}

@@ -1,0 +1,248 @@
+//! Verify: compile the candidate engine in a scratch crate (its own target dir, offline) with
+//! the gates of its contracts, run them, and read back what they measured. The verifier is the
+//! only step that can say "pass".
+
+use super::ChainError;
+use crate::ckb::Ckb;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The outcome of one gate.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GateResult {
+    pub id: String,
+    /// `pass`, `fail` or `skipped`.
+    pub status: String,
+    /// Test functions that ran, with their result.
+    pub tests: BTreeMap<String, String>,
+    /// Numbers the gate printed (`GATE <name> key=value …`), by name.
+    pub measured: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// Why it was skipped, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Everything the verifier found.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub gates: Vec<GateResult>,
+    pub passed: bool,
+    /// The test binary's output, for feedback on failure.
+    pub log: String,
+}
+
+/// Where the scratch crate lives and what it may use.
+pub struct Scratch<'a> {
+    pub dir: PathBuf,
+    pub target_dir: PathBuf,
+    pub workspace_root: &'a Path,
+    pub ckb: &'a Ckb,
+}
+
+/// The path of the `metainfer-rt` crate the candidate is compiled against.
+pub fn rt_crate_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("metainfer-rt")
+}
+
+/// Compiles `engine_rs` with the gates `gate_ids` and runs them.
+pub fn verify(s: &Scratch<'_>, engine_rs: &str, gate_ids: &[String], progress: bool) -> Result<Verdict, ChainError> {
+    let io = |what: &str, p: &Path, e: std::io::Error| ChainError::Verify(format!("{what} {}: {e}", p.display()));
+    std::fs::create_dir_all(s.dir.join("src")).map_err(|e| io("cannot create scratch crate", &s.dir, e))?;
+    let rt_dir = rt_crate_dir();
+    let rt_dir = rt_dir.canonicalize().map_err(|e| io("cannot find metainfer-rt at", &rt_dir, e))?;
+    let manifest = format!(
+        "[package]\nname = \"metainfer-candidate\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [lib]\npath = \"src/lib.rs\"\n\n[dependencies]\nmetainfer-rt = {{ path = {:?} }}\n\n\
+         [profile.release]\nopt-level = 3\ndebug = false\nincremental = true\n\n[workspace]\n",
+        rt_dir.display().to_string()
+    );
+    let mut lib = String::from("// The candidate engine and its gates (written by metainfer-build's verifier).\n#![allow(dead_code)]\nuse metainfer_rt as rt;\ninclude!(\"engine.rs\");\n");
+    for g in gate_ids {
+        let gate = s.ckb.gates.get(g).ok_or_else(|| ChainError::Verify(format!("the ckb has no gate '{g}'")))?;
+        let src = s.ckb.root.join("gates").join(&gate.source);
+        let src = src.canonicalize().map_err(|e| io("cannot find gate source", &src, e))?;
+        lib.push_str(&format!(
+            "#[cfg(test)]\n#[allow(unused_imports)]\nmod gate_{g} {{\n    use super::*;\n    include!({:?});\n}}\n",
+            src.display().to_string()
+        ));
+    }
+    write_if_changed(&s.dir.join("Cargo.toml"), &manifest)?;
+    write_if_changed(&s.dir.join("src/engine.rs"), engine_rs)?;
+    write_if_changed(&s.dir.join("src/lib.rs"), &lib)?;
+    let lock = s.workspace_root.join("Cargo.lock");
+    if lock.exists() && !s.dir.join("Cargo.lock").exists() {
+        let _ = std::fs::copy(&lock, s.dir.join("Cargo.lock"));
+    }
+
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&s.dir)
+        .args(["test", "--release", "--offline", "--lib", "--", "--nocapture", "--test-threads=1"])
+        .env("CARGO_TARGET_DIR", &s.target_dir)
+        .env("METAINFER_GATE_DATA", s.ckb.root.join("gates"))
+        .env("METAINFER_FIXTURES", s.workspace_root.join("tests").join("fixtures"));
+    // The outer build's variables would confuse the inner cargo (jobserver, package identity).
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().to_string();
+        let keep = ["CARGO_HOME", "CARGO_NET_OFFLINE", "CARGO_TARGET_DIR"];
+        if (k.starts_with("CARGO_") && !keep.contains(&k.as_str()))
+            || ["MAKEFLAGS", "MFLAGS", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "METAINFER_REAL_MODEL_GATE"].contains(&k.as_str())
+        {
+            cmd.env_remove(&k);
+        }
+    }
+    // Real-model gates run only when asked for: entries must not depend on what a machine has.
+    if let Some(m) = std::env::var_os("METAINFER_REAL_MODEL_GATE") {
+        cmd.env("METAINFER_REAL_MODEL", m);
+    } else {
+        cmd.env_remove("METAINFER_REAL_MODEL");
+    }
+    if progress {
+        eprintln!("metainfer: verify: compiling the candidate with gates {} in {}", gate_ids.join(", "), s.dir.display());
+    }
+    let out = cmd.output().map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let ran_tests = stdout.lines().any(|l| l.starts_with("test ") || l.starts_with("GATE "));
+    if !out.status.success() && !ran_tests {
+        return Err(ChainError::Compile { log: tail(&stderr, 12_000) });
+    }
+    let gates = parse_gate_output(&stdout, gate_ids);
+    let passed = out.status.success() && gates.iter().all(|g| g.status != "fail");
+    Ok(Verdict { gates, passed, log: tail(&format!("{stdout}\n{stderr}"), 12_000) })
+}
+
+fn tail(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut start = s.len() - n;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_string()
+}
+
+fn write_if_changed(p: &Path, text: &str) -> Result<(), ChainError> {
+    if std::fs::read_to_string(p).ok().as_deref() == Some(text) {
+        return Ok(());
+    }
+    std::fs::write(p, text).map_err(|e| ChainError::Verify(format!("cannot write {}: {e}", p.display())))
+}
+
+/// Reads the libtest output of `--nocapture --test-threads=1`: a `test gate_<id>::<fn> ... `
+/// header, the test's own lines (`GATE <name> k=v …` among them), then its status (`ok`,
+/// `FAILED`, `ignored`), either after the header or on a line of its own.
+pub fn parse_gate_output(stdout: &str, gate_ids: &[String]) -> Vec<GateResult> {
+    let mut results: BTreeMap<String, GateResult> = gate_ids
+        .iter()
+        .map(|g| {
+            (g.clone(), GateResult { id: g.clone(), status: "fail".into(), tests: BTreeMap::new(), measured: BTreeMap::new(), reason: None })
+        })
+        .collect();
+    let is_status = |s: &str| matches!(s, "ok" | "FAILED" | "ignored");
+    let mut current: Option<(String, String)> = None; // (gate id, test name)
+    let record = |current: &Option<(String, String)>, results: &mut BTreeMap<String, GateResult>, text: &str| {
+        let text = text.trim();
+        let Some((gid, test)) = current else { return };
+        let Some(r) = results.get_mut(gid) else { return };
+        if let Some(g) = text.strip_prefix("GATE ") {
+            let (n, m) = parse_gate_line(g);
+            r.measured.insert(n, m);
+        } else if is_status(text) {
+            r.tests.insert(test.clone(), text.to_string());
+        }
+    };
+    for line in stdout.lines() {
+        if let Some(t) = line.strip_prefix("test ") {
+            let (name, after) = match t.split_once(" ... ") {
+                Some((n, a)) => (n.trim(), a),
+                None => (t.trim_end_matches("...").trim(), ""),
+            };
+            current = name
+                .strip_prefix("gate_")
+                .and_then(|n| n.split_once("::"))
+                .map(|(gid, _)| (gid.to_string(), name.to_string()));
+            record(&current, &mut results, after);
+        } else {
+            record(&current, &mut results, line);
+        }
+    }
+    for r in results.values_mut() {
+        let skipped = !r.measured.is_empty() && r.measured.values().all(|m| m.contains_key("skipped"));
+        r.status = if r.tests.is_empty() || r.tests.values().any(|s| s != "ok") {
+            "fail".into()
+        } else if skipped {
+            "skipped".into()
+        } else {
+            "pass".into()
+        };
+        if r.status == "skipped" {
+            r.reason = r.measured.values().find_map(|m| m.get("reason")).and_then(|v| v.as_str().map(String::from));
+        }
+    }
+    results.into_values().collect()
+}
+
+/// `GATE name a=1 b=2.5e-3 c="text" skipped` → (name, {a: 1, b: 0.0025, c: "text", skipped: true}).
+fn parse_gate_line(line: &str) -> (String, BTreeMap<String, toml::Value>) {
+    let body = line.trim_start_matches("GATE ").trim();
+    let (name, mut rest) = body.split_once(' ').unwrap_or((body, ""));
+    let mut m = BTreeMap::new();
+    while !rest.trim().is_empty() {
+        rest = rest.trim_start();
+        let end_key = rest.find(|c: char| c == '=' || c.is_whitespace()).unwrap_or(rest.len());
+        let key = rest[..end_key].to_string();
+        rest = &rest[end_key..];
+        if let Some(r) = rest.strip_prefix('=') {
+            let (val, after) = if let Some(q) = r.strip_prefix('"') {
+                let close = q.find('"').unwrap_or(q.len());
+                (toml::Value::String(q[..close].to_string()), q.get(close + 1..).unwrap_or(""))
+            } else {
+                let end = r.find(char::is_whitespace).unwrap_or(r.len());
+                let v = &r[..end];
+                let val = v
+                    .parse::<i64>()
+                    .map(toml::Value::Integer)
+                    .or_else(|_| v.parse::<f64>().map(toml::Value::Float))
+                    .unwrap_or_else(|_| toml::Value::String(v.to_string()));
+                (val, &r[end..])
+            };
+            m.insert(key, val);
+            rest = after;
+        } else {
+            m.insert(key, toml::Value::Boolean(true));
+        }
+    }
+    (name.to_string(), m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_lines_are_attributed_to_their_tests() {
+        let out = "running 3 tests\n\
+                   test gate_kernels::dots ... GATE kernel_q4_k max_abs_err=1.5e-6 cases=12\n\
+                   ok\n\
+                   test gate_e2e_tiny::logits ... GATE e2e_tiny max_abs=0.01 top1=8\n\
+                   FAILED\n\
+                   test gate_greedy_real::greedy ... GATE greedy_real skipped reason=\"no model file\"\n\
+                   ok\n";
+        let r = parse_gate_output(out, &["kernels".into(), "e2e_tiny".into(), "greedy_real".into()]);
+        let by: BTreeMap<_, _> = r.iter().map(|g| (g.id.as_str(), g)).collect();
+        assert_eq!(by["kernels"].status, "pass");
+        assert_eq!(by["kernels"].measured["kernel_q4_k"]["cases"], toml::Value::Integer(12));
+        assert_eq!(by["e2e_tiny"].status, "fail");
+        assert_eq!(by["greedy_real"].status, "skipped");
+        assert_eq!(by["greedy_real"].reason.as_deref(), Some("no model file"));
+    }
+
+    #[test]
+    fn a_gate_that_printed_nothing_and_ran_no_test_fails() {
+        let r = parse_gate_output("running 0 tests\n", &["kernels".into()]);
+        assert_eq!(r[0].status, "fail");
+    }
+}

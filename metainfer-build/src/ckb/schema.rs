@@ -1,0 +1,226 @@
+//! The CKB's typed schema. Every file under `ckb/` deserialises into one of these; unknown
+//! fields are errors, so a typo in the knowledge base fails `metainfer ckb check` instead of
+//! being silently ignored.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `ckb/contracts/<id>.toml`: one component of an engine.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    /// Unique id; also the file stem and the module name of the section in `engine.rs`.
+    pub id: String,
+    pub version: u32,
+    /// Section title in the generated engine.
+    pub title: String,
+    pub summary: String,
+    /// Items the section must expose, as Rust signatures (`pub(crate) fn dot_q4_k_scalar(row:
+    /// &[u8], x: &Act) -> f32`, `pub struct Engine`, `pub(crate) const Q4_K_ACT: ActKind`).
+    /// The spec-reviewer parses each with `syn` and checks the candidate has it.
+    pub interface: Vec<String>,
+    /// Contracts whose items this one uses.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    #[serde(default)]
+    pub preconditions: Vec<String>,
+    #[serde(default)]
+    pub postconditions: Vec<String>,
+    /// Shapes as formulas of config symbols, e.g. `row = "cols / 256 blocks of 144 bytes"`.
+    #[serde(default)]
+    pub shapes: BTreeMap<String, String>,
+    /// Copy-ready pseudocode of the algorithm.
+    #[serde(default)]
+    pub pseudocode: String,
+    /// Named numeric tolerances the gates use (`max_abs_rel = 1e-5`).
+    #[serde(default)]
+    pub tolerances: BTreeMap<String, f64>,
+    /// Gate ids (in `ckb/gates/*.toml`) that verify a realization of this contract.
+    #[serde(default)]
+    pub gates: Vec<String>,
+    /// Failure-mode ids (in `ckb/failure_modes.toml`) this contract guards against.
+    #[serde(default)]
+    pub failure_modes: Vec<String>,
+    /// Whether a realization may contain `unsafe` (kernels, the mmap reader).
+    #[serde(default)]
+    pub unsafe_allowed: bool,
+    /// Whether a realization may touch the file system (only the model file reader).
+    #[serde(default)]
+    pub file_access: bool,
+    /// Verified realizations, in preference order.
+    #[serde(default)]
+    pub realizations: Vec<RealizationRef>,
+}
+
+/// One verified realization of a contract.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RealizationRef {
+    /// `scalar`, `avx2`, `mmap`, … — the file is `realizations/<contract>/<variant>.rs`.
+    pub variant: String,
+    /// Instruction sets it needs (`[]` = portable; `["avx2", "fma"]`).
+    #[serde(default)]
+    pub isa: Vec<String>,
+    /// Other variants of the same contract that must be included with it (an AVX2 kernel
+    /// builds on the scalar file's block structs and keeps the scalar reference beside it).
+    #[serde(default)]
+    pub with: Vec<String>,
+    /// The function the dispatch calls, when the contract is a dot kernel.
+    #[serde(default)]
+    pub entry: Option<String>,
+    /// Whether calling `entry` is unsafe (a `#[target_feature]` function).
+    #[serde(default)]
+    pub entry_unsafe: bool,
+}
+
+/// `ckb/models/<family>.toml`: a model family.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFamily {
+    /// Family name as used in `model = "…"`.
+    pub family: String,
+    pub summary: String,
+    /// `general.architecture` in GGUF files of this family.
+    pub gguf_arch: String,
+    /// The engine's sections in data-path order: contract ids, or the generated pseudo-sections
+    /// `header`, `dot_kernels` (expanded to one `dot_<t>` per selected tensor type) and
+    /// `dispatch`.
+    pub graph: Vec<String>,
+    /// `neox` (rotate halves) or `normal` (interleaved pairs).
+    pub rope: String,
+    pub qkv_bias: bool,
+    /// Whether the output matrix may be missing and the embedding reused.
+    pub tied_embeddings_allowed: bool,
+    /// Logical name → GGUF tensor name (`{n}` is the layer index).
+    pub tensors: BTreeMap<String, String>,
+    /// Logical name → GGUF metadata key (`{arch}` is gguf_arch).
+    pub metadata: BTreeMap<String, String>,
+    /// Where the chat template comes from (`gguf:tokenizer.chat_template`).
+    pub chat_template: String,
+    /// Sizes whose exact dims are known and baked into the engine.
+    #[serde(default)]
+    pub presets: Vec<Preset>,
+    #[serde(default)]
+    pub failure_modes: Vec<String>,
+}
+
+/// Exact dims of a known model size (`model = "qwen2.5-0.5b"`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    pub name: String,
+    pub n_layer: u32,
+    pub n_embd: u32,
+    pub n_head: u32,
+    pub n_head_kv: u32,
+    pub n_ff: u32,
+    pub n_vocab: u32,
+    pub rope_theta: f64,
+    pub rms_eps: f64,
+    pub context_length: u32,
+}
+
+/// `ckb/quants/<id>.toml`: a tensor type (`kind = "tensor_type"`) or a file-level
+/// quantization (`kind = "mixture"`: which tensor types such a file may contain).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Quant {
+    pub id: String,
+    pub kind: QuantKind,
+    pub summary: String,
+    /// `gguf` or `safetensors`.
+    pub format: String,
+    /// For a tensor type: the ggml type id.
+    #[serde(default)]
+    pub ggml_type: Option<u32>,
+    /// For a tensor type: the variant name of `GgmlType` in the engine (`Q4_K`).
+    #[serde(default)]
+    pub engine_name: Option<String>,
+    #[serde(default)]
+    pub block_elems: Option<u32>,
+    #[serde(default)]
+    pub block_bytes: Option<u32>,
+    /// Byte layout of one block, field by field.
+    #[serde(default)]
+    pub layout: Vec<String>,
+    /// The dequantization formula.
+    #[serde(default)]
+    pub dequant: String,
+    /// The activation form its dot kernel consumes: `f32`, `q8_0`, `q8_k`.
+    #[serde(default)]
+    pub activation: Option<String>,
+    /// The dot-kernel contract for this type.
+    #[serde(default)]
+    pub contract: Option<String>,
+    /// For a mixture: the tensor types (quant ids) it may contain.
+    #[serde(default)]
+    pub tensor_types: Vec<String>,
+    /// For a mixture: GGUF `general.file_type` values it covers.
+    #[serde(default)]
+    pub file_types: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantKind {
+    TensorType,
+    Mixture,
+}
+
+/// `ckb/targets/<id>.toml`: a hardware target.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub id: String,
+    pub summary: String,
+    /// `cpu` or `cuda`.
+    pub kind: String,
+    /// `x86_64`, `any`, or `sm_89`-style compute capability.
+    pub arch: String,
+    /// Instruction-set features the engine may use (checked at load time).
+    #[serde(default)]
+    pub features: Vec<String>,
+    pub vector_bits: u32,
+    /// How the engine uses threads.
+    pub threads: String,
+    /// Realization variants that fit this target, in preference order.
+    pub variants: Vec<String>,
+}
+
+/// `ckb/failure_modes.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FailureModes {
+    #[serde(rename = "mode")]
+    pub modes: Vec<FailureMode>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FailureMode {
+    pub id: String,
+    pub symptom: String,
+    pub check: String,
+    pub fix: String,
+}
+
+/// `ckb/gates/<id>.toml`: one gate.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub id: String,
+    pub summary: String,
+    /// `kernel`, `tokenizer`, `sampler`, `e2e`.
+    pub kind: String,
+    /// The test code (relative to `ckb/gates/`), compiled inside the candidate engine crate.
+    pub source: String,
+    /// Committed inputs it reads (relative to the workspace root).
+    #[serde(default)]
+    pub vectors: Vec<String>,
+    /// Contracts it verifies.
+    #[serde(default)]
+    pub contracts: Vec<String>,
+    /// The script that made the vectors.
+    #[serde(default)]
+    pub made_by: Option<String>,
+}

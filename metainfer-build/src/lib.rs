@@ -1,0 +1,57 @@
+//! metainfer-build is the MetaInfer generator: it turns typed constraints into a verified
+//! inference engine, cached under the blake3 hash of the constraints, and exposes that engine
+//! to Rust code through the `#[metainfer::engine]` macro (via `metainfer-macros`), a build.rs
+//! API, and the `metainfer` CLI.
+//!
+//! The path every entry point takes is [`ensure`]:
+//!
+//! 1. [`Constraints::from_args`] validates `key = value` arguments against the [`Ckb`] (the
+//!    contract knowledge base in `ckb/`), so unknown keys, unknown values and impossible
+//!    combinations fail with a message naming the key and listing what is allowed;
+//! 2. the [`Cache`] looks up `cache/<key>/` and verifies it (collision and tamper guards);
+//! 3. on a miss, [`mode`] permitting, the [`chain`] plans, implements, reviews and verifies a
+//!    candidate, and the cache writes it atomically if its gates passed;
+//! 4. [`expand`] produces the Rust source the user's crate compiles: a newtype over the
+//!    generated `Engine` that `include!`s the entry.
+//!
+//! Modules:
+//!
+//! - [`constraints`], [`canonical`]: the typed constraints, their canonical TOML and key;
+//! - [`ckb`]: the CKB's schema, loader, digest and integrity check;
+//! - [`cache`], [`manifest`]: cache entries, their verification and atomic writes;
+//! - [`mode`]: `METAINFER_MODE` (auto, offline, refresh);
+//! - [`chain`]: plan → implement → review → verify → consolidate;
+//! - [`ensure`](mod@ensure): lookup, generation, write;
+//! - [`attr`], [`expand`]: the attribute macro's parsing and expansion;
+//! - [`build_api`]: `Engine::new("Coder").model("qwen2")….emit()` for build scripts;
+//! - [`scan`]: finding the engines a workspace references (for `metainfer prepare`);
+//! - [`workspace`]: locating the workspace root and showing paths relative to it;
+//! - [`error`]: [`BuildError`], the error of the entry points.
+
+pub mod attr;
+pub mod build_api;
+pub mod cache;
+pub mod canonical;
+pub mod chain;
+pub mod ckb;
+pub mod constraints;
+pub mod ensure;
+pub mod error;
+pub mod expand;
+pub mod manifest;
+pub mod mode;
+pub mod scan;
+pub mod workspace;
+
+pub use build_api::Engine;
+pub use cache::{Cache, CacheError, Entry};
+pub use ckb::{Ckb, CkbError};
+pub use constraints::{Arg, ArgValue, ConstraintError, Constraints};
+pub use ensure::{ensure, BuildContext};
+pub use error::BuildError;
+pub use manifest::Manifest;
+pub use mode::{Mode, ModeSetting};
+
+/// This generator's version, recorded in every cache entry it writes; an entry written by
+/// another version is stale.
+pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,42 @@
+//! The real `ckb/` loads (every file matches the schema, unknown fields rejected) and is
+//! referentially intact: the same check as `metainfer ckb check`.
+
+use metainfer_build::{Arg, Ckb, Constraints};
+use std::path::Path;
+
+fn real_ckb() -> Ckb {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ckb");
+    Ckb::load(&root).unwrap_or_else(|e| panic!("the ckb does not load: {e}"))
+}
+
+#[test]
+fn ckb_check_passes() {
+    let ckb = real_ckb();
+    let problems = ckb.check();
+    assert!(problems.is_empty(), "`metainfer ckb check` problems:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_model_and_file_quant_forms_constraints() {
+    let ckb = real_ckb();
+    let models: Vec<String> = ckb
+        .models
+        .values()
+        .flat_map(|f| std::iter::once(f.family.clone()).chain(f.presets.iter().map(|p| p.name.clone())))
+        .collect();
+    for model in &models {
+        for q in ckb.quants.values().filter(|q| Ckb::is_file_quant(q)) {
+            for t in ckb.targets.values() {
+                let args = [
+                    Arg::str("model", model.as_str()),
+                    Arg::str("hw", t.id.as_str()),
+                    Arg::str("quant", q.id.as_str()),
+                    Arg::str("generator", "auto"),
+                ];
+                if let Err(e) = Constraints::from_args(&args, &ckb) {
+                    panic!("model={model} hw={} quant={}: {e}", t.id, q.id);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! MetaInfer: inference engines as build artifacts.
+//!
+//! State the runtime constraints of the engine you need; at build time MetaInfer produces a
+//! compact, single-path engine for exactly those constraints, verified against the contracts
+//! of its knowledge base and cached under the blake3 hash of the constraints. Your crate
+//! compiles it as ordinary Rust.
+//!
+//! ```ignore
+//! use metainfer::GenParams;
+//!
+//! #[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m")]
+//! pub struct Coder;
+//!
+//! let mut coder = Coder::load("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")?;
+//! let out = coder.generate("def fibonacci(n):", &GenParams::greedy(64))?;
+//! ```
+//!
+//! Or from a build script, with `metainfer-build` as a build dependency:
+//!
+//! ```ignore
+//! // build.rs
+//! metainfer_build::Engine::new("Coder").model("qwen2").hw("sm_89").quant("awq").emit()?;
+//! // src/lib.rs
+//! metainfer::include_engine!(Coder);
+//! ```
+//!
+//! The struct derefs to the generated `Engine`; `Coder::KEY` is its cache key and
+//! `Coder::CONSTRAINTS` the canonical constraints. Whether a build may generate engines is
+//! set by `METAINFER_MODE` (`auto`, `offline`, `refresh`); `metainfer prepare` (the CLI in
+//! `metainfer-build`) generates every engine a workspace references, and
+//! `metainfer prepare --check` verifies the committed cache.
+//!
+//! [`rt`] is the runtime vocabulary every generated engine shares; its main types are
+//! re-exported here.
+
+pub use metainfer_macros::engine;
+pub use metainfer_rt as rt;
+pub use rt::{Error, GenParams, Message, Stats};
+
+/// Includes an engine that a build script emitted with `metainfer_build::Engine::new("Name")
+/// …emit()`: `OUT_DIR/metainfer_<Name>.rs`, which defines `pub struct Name`.
+#[macro_export]
+macro_rules! include_engine {
+    ($name:ident) => {
+        include!(concat!(env!("OUT_DIR"), "/metainfer_", stringify!($name), ".rs"));
+    };
+}

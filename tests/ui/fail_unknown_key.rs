@@ -1,0 +1,4 @@
+#[metainfer::engine(modle = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m")]
+pub struct Coder;
+
+fn main() {}

@@ -20,7 +20,7 @@ pub enum BuildError {
     #[error("generating engine {key} ({summary}) failed: {source}")]
     Chain { key: String, summary: String, source: ChainError },
     /// A miss while generation is off.
-    #[error("no cache entry for engine {key} ({summary}), and generating one is off ({reason}); searched: {}; fix: run `cargo run -p metainfer-build --bin metainfer -- prepare` (or `metainfer prepare`) in the workspace where generation is allowed, then commit the new entry {key}/", .searched.join(", "))]
+    #[error("no cache entry for engine {key} ({summary}), and generating one is off ({reason}); searched: {}; fix: run `cargo run -p metainfer-build --bin metainfer -- prepare` (or `metainfer prepare`) where generation is allowed, then commit the new entry {}/{key}/", .searched.join(", "), .searched.first().map(String::as_str).unwrap_or("cache"))]
     OfflineMiss { key: String, summary: String, reason: String, searched: Vec<String> },
     /// The chain produced a candidate that failed its gates; nothing was written.
     #[error("engine {key} ({summary}) failed its gates, so nothing was written to the cache{}; gate report:\n{report}", .kept.as_ref().map(|k| format!(" (the candidate is kept in {k} for inspection)")).unwrap_or_default())]

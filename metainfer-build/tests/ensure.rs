@@ -32,7 +32,7 @@ fn offline_miss_names_key_dirs_and_fix() {
     assert_eq!(
         e.to_string(),
         format!(
-            "no cache entry for engine {key} (model=qwen2 hw=x86_64-avx2 quant=q4_k_m), and generating one is off (CARGO_NET_OFFLINE=true); searched: cache; fix: run `cargo run -p metainfer-build --bin metainfer -- prepare` (or `metainfer prepare`) in the workspace where generation is allowed, then commit the new entry {key}/",
+            "no cache entry for engine {key} (model=qwen2 hw=x86_64-avx2 quant=q4_k_m), and generating one is off (CARGO_NET_OFFLINE=true); searched: cache; fix: run `cargo run -p metainfer-build --bin metainfer -- prepare` (or `metainfer prepare`) where generation is allowed, then commit the new entry cache/{key}/",
             key = c().key()
         )
     );

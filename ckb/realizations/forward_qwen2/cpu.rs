@@ -143,7 +143,7 @@ impl Engine {
                 rope_neox(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
             }
             self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
-            attention(pool, &self.kv, l, pos, n, &c, &st.q[..n * e], &mut st.att[..n * e]);
+            attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
 
             // x += wo · att
             prepare(&mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
@@ -253,7 +253,7 @@ fn rope_neox(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
 /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
 /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
 #[allow(clippy::too_many_arguments)]
-fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, n: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
     let hd = c.head_dim;
     let group = c.n_head / c.n_head_kv;
     let scale = 1.0 / (hd as f32).sqrt();
@@ -273,15 +273,18 @@ fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, n: usize, c: &
             max = max.max(s);
             scores.push(s);
         }
-        let mut sum = 0.0f32;
+        // softmax as ggml's soft_max (sum in f64); the probabilities are rounded to f16 before
+        // they meet the f16 values, as llama.cpp's V · KQ product does
+        let mut sum = 0.0f64;
         for s in scores.iter_mut() {
             *s = (*s - max).exp();
-            sum += *s;
+            sum += *s as f64;
         }
+        let inv = (1.0 / sum) as f32;
         out.fill(0.0);
         for (p, &s) in scores.iter().enumerate() {
             let i = kv.at(layer, p) + kvh * hd;
-            let wgt = s / sum;
+            let wgt = rt::half::f16::from_f32(s * inv).to_f32();
             for (o, v) in out.iter_mut().zip(&kv.v[i..i + hd]) {
                 *o += wgt * v.to_f32();
             }

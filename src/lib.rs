@@ -42,6 +42,11 @@ pub use rt::{Error, GenParams, Message, Stats};
 #[macro_export]
 macro_rules! include_engine {
     ($name:ident) => {
-        include!(concat!(env!("OUT_DIR"), "/metainfer_", stringify!($name), ".rs"));
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/metainfer_",
+            stringify!($name),
+            ".rs"
+        ));
     };
 }

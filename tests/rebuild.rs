@@ -12,11 +12,18 @@ use std::process::Command;
 const TINY_ENGINE: &str = "pub struct Engine {\n    path: std::path::PathBuf,\n}\n\nimpl Engine {\n    pub fn load(path: &std::path::Path) -> rt::Result<Engine> {\n        Ok(Engine { path: path.to_path_buf() })\n    }\n\n    pub fn path(&self) -> &std::path::Path {\n        &self.path\n    }\n}\n";
 
 fn entry(cache: &Cache, ckb: &Ckb, quant: &str) -> Entry {
-    let args = [Arg::str("model", "qwen2"), Arg::str("hw", "generic"), Arg::str("quant", quant)];
+    let args = [
+        Arg::str("model", "qwen2"),
+        Arg::str("hw", "generic"),
+        Arg::str("quant", quant),
+    ];
     let c = Constraints::from_args(&args, ckb).unwrap();
     let mut files = BTreeMap::new();
     files.insert("engine.rs".to_string(), TINY_ENGINE.as_bytes().to_vec());
-    files.insert("gates.toml".to_string(), b"[gate.fixture]\nstatus = \"pass\"\n".to_vec());
+    files.insert(
+        "gates.toml".to_string(),
+        b"[gate.fixture]\nstatus = \"pass\"\n".to_vec(),
+    );
     files.insert("transcript.jsonl".to_string(), b"{}\n".to_vec());
     let slots = vec![SlotRecord {
         slot: "forward_qwen2".into(),
@@ -25,7 +32,17 @@ fn entry(cache: &Cache, ckb: &Ckb, quant: &str) -> Entry {
         implementer: "hand".into(),
         realization: "fixture".into(),
     }];
-    cache.replace(&c, &ckb.digest(), &Candidate { files, slots, gates_passed: true }).unwrap()
+    cache
+        .replace(
+            &c,
+            &ckb.digest(),
+            &Candidate {
+                files,
+                slots,
+                gates_passed: true,
+            },
+        )
+        .unwrap()
 }
 
 fn write(p: &Path, text: &str) {
@@ -53,7 +70,8 @@ impl Scratch {
             .env_remove("RUSTFLAGS")
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
         (out.status.success(), text)
     }
 }
@@ -90,21 +108,35 @@ fn build_script_attribute_and_rebuild_on_edit() {
     );
     let scratch = Scratch {
         dir,
-        target: std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| ws.join("target")),
+        target: std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| ws.join("target")),
         ckb_dir,
         cache_dir: cache.dir.clone(),
     };
 
     let (ok, out) = scratch.cargo_run();
     assert!(ok, "{out}");
-    assert!(out.contains(&format!("KEYS {} {}", f32_entry.key, q8_entry.key)), "{out}");
+    assert!(
+        out.contains(&format!("KEYS {} {}", f32_entry.key, q8_entry.key)),
+        "{out}"
+    );
 
     // The attribute's entry: editing its engine.rs recompiles the crate, which refuses it.
-    let edited = TINY_ENGINE.replace("path: std::path::PathBuf,", "path: std::path::PathBuf, // edited");
+    let edited = TINY_ENGINE.replace(
+        "path: std::path::PathBuf,",
+        "path: std::path::PathBuf, // edited",
+    );
     std::fs::write(q8_entry.engine_path(), &edited).unwrap();
     let (ok, out) = scratch.cargo_run();
     assert!(!ok, "{out}");
-    assert!(out.contains(&format!("{}/{} was modified after it was generated: engine.rs does not match", "target/metainfer-it/cache", q8_entry.key)), "{out}");
+    assert!(
+        out.contains(&format!(
+            "{}/{} was modified after it was generated: engine.rs does not match",
+            "target/metainfer-it/cache", q8_entry.key
+        )),
+        "{out}"
+    );
     std::fs::write(q8_entry.engine_path(), TINY_ENGINE).unwrap();
     let (ok, out) = scratch.cargo_run();
     assert!(ok, "{out}");
@@ -113,5 +145,11 @@ fn build_script_attribute_and_rebuild_on_edit() {
     std::fs::write(f32_entry.path("gates.toml"), "edited").unwrap();
     let (ok, out) = scratch.cargo_run();
     assert!(!ok, "{out}");
-    assert!(out.contains(&format!("{} was modified after it was generated: gates.toml does not match", f32_entry.key)), "{out}");
+    assert!(
+        out.contains(&format!(
+            "{} was modified after it was generated: gates.toml does not match",
+            f32_entry.key
+        )),
+        "{out}"
+    );
 }

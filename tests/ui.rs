@@ -16,8 +16,14 @@ const TINY_ENGINE: &str = "pub struct Engine {\n    path: std::path::PathBuf, //
 fn candidate() -> Candidate {
     let mut files = BTreeMap::new();
     files.insert("engine.rs".to_string(), TINY_ENGINE.as_bytes().to_vec());
-    files.insert("gates.toml".to_string(), b"[gate.fixture]\nstatus = \"pass\"\n".to_vec());
-    files.insert("transcript.jsonl".to_string(), b"{\"fixture\":true}\n".to_vec());
+    files.insert(
+        "gates.toml".to_string(),
+        b"[gate.fixture]\nstatus = \"pass\"\n".to_vec(),
+    );
+    files.insert(
+        "transcript.jsonl".to_string(),
+        b"{\"fixture\":true}\n".to_vec(),
+    );
     Candidate {
         files,
         slots: vec![SlotRecord {
@@ -32,7 +38,11 @@ fn candidate() -> Candidate {
 }
 
 fn constraints(ckb: &Ckb, quant: &str) -> Constraints {
-    let args = [Arg::str("model", "qwen2"), Arg::str("hw", "generic"), Arg::str("quant", quant)];
+    let args = [
+        Arg::str("model", "qwen2"),
+        Arg::str("hw", "generic"),
+        Arg::str("quant", quant),
+    ];
     Constraints::from_args(&args, ckb).unwrap()
 }
 
@@ -45,9 +55,17 @@ fn ui() {
     let ckb = Ckb::load(&ckb_dir).unwrap();
     let cache = Cache::new(fixture.join("cache"), ws);
 
-    cache.write(&constraints(&ckb, "f32"), &ckb.digest(), &candidate()).unwrap();
-    let tampered = cache.write(&constraints(&ckb, "q8_0"), &ckb.digest(), &candidate()).unwrap();
-    std::fs::write(tampered.engine_path(), TINY_ENGINE.replace("// the model file", "// edited")).unwrap();
+    cache
+        .write(&constraints(&ckb, "f32"), &ckb.digest(), &candidate())
+        .unwrap();
+    let tampered = cache
+        .write(&constraints(&ckb, "q8_0"), &ckb.digest(), &candidate())
+        .unwrap();
+    std::fs::write(
+        tampered.engine_path(),
+        TINY_ENGINE.replace("// the model file", "// edited"),
+    )
+    .unwrap();
 
     std::env::set_var("METAINFER_CKB_DIR", &ckb_dir);
     std::env::set_var("METAINFER_CACHE_DIR", &cache.dir);

@@ -136,6 +136,23 @@ fn open(m: &ModelArgs) -> Result<Box<dyn Model>> {
     Ok(model)
 }
 
+/// Bytes per second `threads` threads read from a 1 GiB buffer (best of 5 passes).
+fn read_bandwidth(threads: usize) -> f64 {
+    let buf = vec![1u64; 1 << 27];
+    let chunk = buf.len().div_ceil(threads);
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let sum: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = buf.chunks(chunk).map(|c| s.spawn(move || c.iter().fold(0u64, |a, &x| a.wrapping_add(x)))).collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        std::hint::black_box(sum);
+        best = best.max((buf.len() * 8) as f64 / t0.elapsed().as_secs_f64());
+    }
+    best
+}
+
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Generate { m, prompt, prompt_ids, s, print_ids } => {
@@ -247,9 +264,12 @@ fn main() -> Result<()> {
             let (pp, tg) = (median(&mut pps), median(&mut tgs));
             let threads = m.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
             println!("prefill {prompt_tokens} tokens: {pp:.2} tok/s (best {pp_best:.2}); decode {gen_tokens} tokens: {tg:.2} tok/s (best {tg_best:.2}); {threads} threads, engine {}", model.hw());
+            let bw = read_bandwidth(threads);
+            println!("memory read bandwidth: {:.1} GB/s with {threads} threads (the decode ceiling is this / weight bytes per token)", bw / 1e9);
             if json {
                 println!(
-                    "{{\"pp_tok_s\":{pp:.3},\"tg_tok_s\":{tg:.3},\"pp_best_tok_s\":{pp_best:.3},\"tg_best_tok_s\":{tg_best:.3},\"prompt_tokens\":{prompt_tokens},\"gen_tokens\":{gen_tokens},\"threads\":{threads},\"reps\":{reps},\"engine\":\"{}\"}}",
+                    "{{\"mem_gb_s\":{:.2},\"pp_tok_s\":{pp:.3},\"tg_tok_s\":{tg:.3},\"pp_best_tok_s\":{pp_best:.3},\"tg_best_tok_s\":{tg_best:.3},\"prompt_tokens\":{prompt_tokens},\"gen_tokens\":{gen_tokens},\"threads\":{threads},\"reps\":{reps},\"engine\":\"{}\"}}",
+                    bw / 1e9,
                     model.hw()
                 );
             }

@@ -35,7 +35,14 @@ impl Parse for SpannedArg {
         let expr: syn::Expr = input.parse()?;
         let value_span = expr.span();
         let value = literal_value(&key_name, &expr)?;
-        Ok(SpannedArg { arg: Arg { key: key_name, value }, key_span: key.span(), value_span })
+        Ok(SpannedArg {
+            arg: Arg {
+                key: key_name,
+                value,
+            },
+            key_span: key.span(),
+            value_span,
+        })
     }
 }
 
@@ -58,16 +65,20 @@ fn literal_value(key: &str, expr: &syn::Expr) -> syn::Result<ArgValue> {
             Lit::Bool(b) => Ok(ArgValue::Bool(b.value)),
             _ => Err(not_literal()),
         },
-        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => match literal_value(key, &u.expr)? {
-            ArgValue::Int(n) => Ok(ArgValue::Int(-n)),
-            _ => Err(not_literal()),
-        },
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => {
+            match literal_value(key, &u.expr)? {
+                ArgValue::Int(n) => Ok(ArgValue::Int(-n)),
+                _ => Err(not_literal()),
+            }
+        }
         syn::Expr::Reference(r) => literal_value(key, &r.expr),
         syn::Expr::Array(a) => a
             .elems
             .iter()
             .map(|e| match e {
-                syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => Ok(s.value()),
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: Lit::Str(s), ..
+                }) => Ok(s.value()),
                 other => Err(syn::Error::new(
                     other.span(),
                     format!("`{key}` takes an array of string literals, e.g. {key} = [\"server\"]"),
@@ -138,7 +149,11 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
         .map_err(|e| syn::Error::new(error_span(&e, &args, whole), e.message))?;
     let ctx = BuildContext::from_env().map_err(|e| syn::Error::new(whole, e.to_string()))?;
     let entry = ensure(&c, &ckb, &ctx).map_err(|e| syn::Error::new(whole, e.to_string()))?;
-    let attrs = strukt.attrs.iter().map(|a| a.to_token_stream()).collect::<TokenStream>();
+    let attrs = strukt
+        .attrs
+        .iter()
+        .map(|a| a.to_token_stream())
+        .collect::<TokenStream>();
     let vis = strukt.vis.to_token_stream();
     Ok(crate::expand::expand(attrs, vis, &strukt.ident, &entry))
 }
@@ -149,8 +164,15 @@ mod tests {
 
     #[test]
     fn parses_every_value_kind() {
-        let args = parse_args(quote!(model = "qwen2", max_seq = 4096, tp = -1, x = true, features = ["server", "chat"], f = &["a"]))
-            .unwrap();
+        let args = parse_args(quote!(
+            model = "qwen2",
+            max_seq = 4096,
+            tp = -1,
+            x = true,
+            features = ["server", "chat"],
+            f = &["a"]
+        ))
+        .unwrap();
         let v: Vec<Arg> = args.into_iter().map(|a| a.arg).collect();
         assert_eq!(
             v,
@@ -159,7 +181,10 @@ mod tests {
                 Arg::new("max_seq", ArgValue::Int(4096)),
                 Arg::new("tp", ArgValue::Int(-1)),
                 Arg::new("x", ArgValue::Bool(true)),
-                Arg::new("features", ArgValue::List(vec!["server".into(), "chat".into()])),
+                Arg::new(
+                    "features",
+                    ArgValue::List(vec!["server".into(), "chat".into()])
+                ),
                 Arg::new("f", ArgValue::List(vec!["a".into()])),
             ]
         );

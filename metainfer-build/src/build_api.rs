@@ -38,7 +38,10 @@ pub struct Emitted {
 impl Engine {
     /// An engine whose struct is named `name` (a Rust type name such as `Coder`).
     pub fn new(name: impl Into<String>) -> Engine {
-        Engine { name: name.into(), args: Vec::new() }
+        Engine {
+            name: name.into(),
+            args: Vec::new(),
+        }
     }
 
     /// Sets `key` to `value`, replacing an earlier value.
@@ -79,8 +82,13 @@ impl Engine {
     pub fn feature(mut self, f: impl Into<String>) -> Engine {
         let f = f.into();
         match self.args.iter_mut().find(|a| a.key == "features") {
-            Some(Arg { value: ArgValue::List(list), .. }) => list.push(f),
-            _ => self.args.push(Arg::new("features", ArgValue::List(vec![f]))),
+            Some(Arg {
+                value: ArgValue::List(list),
+                ..
+            }) => list.push(f),
+            _ => self
+                .args
+                .push(Arg::new("features", ArgValue::List(vec![f]))),
         }
         self
     }
@@ -98,7 +106,10 @@ impl Engine {
     }
 
     fn context(&self, e: BuildError) -> BuildError {
-        BuildError::InEngine { name: self.name.clone(), source: Box::new(e) }
+        BuildError::InEngine {
+            name: self.name.clone(),
+            source: Box::new(e),
+        }
     }
 
     /// From a build script: validates, ensures the cache entry (mode and cache directory from
@@ -123,9 +134,16 @@ impl Engine {
     }
 
     /// [`Engine::emit`] with everything given and nothing printed.
-    pub fn emit_to(&self, out_dir: &Path, ckb: &Ckb, ctx: &BuildContext) -> Result<Emitted, BuildError> {
+    pub fn emit_to(
+        &self,
+        out_dir: &Path,
+        ckb: &Ckb,
+        ctx: &BuildContext,
+    ) -> Result<Emitted, BuildError> {
         if syn::parse_str::<syn::Ident>(&self.name).is_err() {
-            return Err(BuildError::BadName { name: self.name.clone() });
+            return Err(BuildError::BadName {
+                name: self.name.clone(),
+            });
         }
         let c = self.constraints(ckb)?;
         let entry: Entry = ensure(&c, ckb, ctx).map_err(|e| self.context(e))?;
@@ -139,6 +157,10 @@ impl Engine {
                 source,
             })?;
         }
-        Ok(Emitted { path, key: entry.key.clone(), consumed: entry.files() })
+        Ok(Emitted {
+            path,
+            key: entry.key.clone(),
+            consumed: entry.files(),
+        })
     }
 }

@@ -18,13 +18,25 @@ const FIX: &str = "run `metainfer prepare --refresh` to regenerate it, or restor
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     #[error("cannot {action} {path}: {source}")]
-    Io { action: &'static str, path: String, source: std::io::Error },
+    Io {
+        action: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cache entry {dir} is malformed: {message}; {FIX}")]
     Malformed { dir: String, message: String },
     #[error("cache entry {dir} holds other constraints than were asked for (stored: {stored}; asked: {asked}): a key collision or a hand-edited manifest; delete the entry and run `metainfer prepare`, or restore it from git")]
-    Collision { dir: String, stored: String, asked: String },
+    Collision {
+        dir: String,
+        stored: String,
+        asked: String,
+    },
     #[error("cache entry {dir} was modified after it was generated: {file} {what}; {FIX}")]
-    Tampered { dir: String, file: String, what: &'static str },
+    Tampered {
+        dir: String,
+        file: String,
+        what: &'static str,
+    },
     #[error("cache entry {dir} did not pass its gates, so it is never served; see its gates.toml, then run `metainfer prepare --refresh`")]
     GatesFailed { dir: String },
     #[error("candidate file name `{name}` is not a plain relative path inside the entry; the chain must name files like `engine.rs` or `kernels/x.cu`")]
@@ -86,7 +98,10 @@ pub struct Cache {
 impl Cache {
     pub fn new(dir: impl Into<PathBuf>, workspace_root: impl Into<PathBuf>) -> Cache {
         let workspace_root = workspace_root.into();
-        Cache { dir: resolve(&dir.into(), &workspace_root), workspace_root }
+        Cache {
+            dir: resolve(&dir.into(), &workspace_root),
+            workspace_root,
+        }
     }
 
     /// `METAINFER_CACHE_DIR` if set (a relative path is taken from the workspace root), else
@@ -109,7 +124,11 @@ impl Cache {
 
     fn io(&self, action: &'static str, p: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
         let path = self.show(p);
-        move |source| CacheError::Io { action, path, source }
+        move |source| CacheError::Io {
+            action,
+            path,
+            source,
+        }
     }
 
     /// The verified entry for `c`, or `None` when there is none. An entry that exists but is
@@ -125,7 +144,9 @@ impl Cache {
             r => r?,
         };
         if !entry.manifest.gates_passed {
-            return Err(CacheError::GatesFailed { dir: self.show(&entry.dir) });
+            return Err(CacheError::GatesFailed {
+                dir: self.show(&entry.dir),
+            });
         }
         Ok(Some(entry))
     }
@@ -155,7 +176,10 @@ impl Cache {
     fn open_once(&self, key: &str, expected: Option<&Constraints>) -> Result<Entry, CacheError> {
         let dir = self.dir.join(key);
         let shown = self.show(&dir);
-        let malformed = |message: String| CacheError::Malformed { dir: shown.clone(), message };
+        let malformed = |message: String| CacheError::Malformed {
+            dir: shown.clone(),
+            message,
+        };
         let mpath = dir.join(MANIFEST);
         if !mpath.is_file() {
             return Err(malformed(format!("{MANIFEST} is missing")));
@@ -193,7 +217,11 @@ impl Cache {
         for (name, want) in &manifest.files {
             check_name(name)?;
             let p = dir.join(name);
-            let tampered = |what| CacheError::Tampered { dir: shown.clone(), file: name.clone(), what };
+            let tampered = |what| CacheError::Tampered {
+                dir: shown.clone(),
+                file: name.clone(),
+                what,
+            };
             if !p.is_file() {
                 return Err(tampered("is missing"));
             }
@@ -213,13 +241,19 @@ impl Cache {
                 });
             }
         }
-        Ok(Entry { key: key.to_string(), dir, manifest })
+        Ok(Entry {
+            key: key.to_string(),
+            dir,
+            manifest,
+        })
     }
 
     /// Every entry directory's key (names starting with `.` are temp or trash directories of
     /// writers and are skipped), sorted.
     pub fn keys(&self) -> Result<Vec<String>, CacheError> {
-        let Ok(rd) = fs::read_dir(&self.dir) else { return Ok(Vec::new()) };
+        let Ok(rd) = fs::read_dir(&self.dir) else {
+            return Ok(Vec::new());
+        };
         let mut keys = Vec::new();
         for e in rd {
             let e = e.map_err(self.io("list", &self.dir))?;
@@ -232,10 +266,40 @@ impl Cache {
         Ok(keys)
     }
 
+    /// Removes the temp (`.tmp-*`) and trash (`.old-*`) directories of writers that died
+    /// mid-write, when older than `age`; returns how many were removed.
+    pub fn sweep(&self, age: std::time::Duration) -> usize {
+        let Ok(rd) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with(".tmp-") || name.starts_with(".old-")) {
+                continue;
+            }
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|elapsed| elapsed >= age);
+            if old && fs::remove_dir_all(e.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// Writes `candidate` as the entry for `c`. If an entry for the key already exists (a
     /// concurrent build won the race, or it was there before), that one is verified and
     /// returned, and ours is discarded.
-    pub fn write(&self, c: &Constraints, ckb_digest: &str, candidate: &Candidate) -> Result<Entry, CacheError> {
+    pub fn write(
+        &self,
+        c: &Constraints,
+        ckb_digest: &str,
+        candidate: &Candidate,
+    ) -> Result<Entry, CacheError> {
         let key = c.key();
         if self.dir.join(&key).exists() {
             return self.open(&key, Some(c));
@@ -247,7 +311,12 @@ impl Cache {
 
     /// Writes `candidate` as the entry for `c`, replacing an existing one (refresh).
     /// Readers see the old entry, no entry, or the new one, never a partial one.
-    pub fn replace(&self, c: &Constraints, ckb_digest: &str, candidate: &Candidate) -> Result<Entry, CacheError> {
+    pub fn replace(
+        &self,
+        c: &Constraints,
+        ckb_digest: &str,
+        candidate: &Candidate,
+    ) -> Result<Entry, CacheError> {
         let (manifest, files) = new_manifest(c, ckb_digest, candidate)?;
         let tmp = self.stage(&manifest, &files)?;
         self.swap(&c.key(), tmp, c)
@@ -266,7 +335,12 @@ impl Cache {
     }
 
     /// Rewrites `entry` with a new `gates.toml` and verdict (`metainfer verify`), atomically.
-    pub fn update_gates(&self, entry: &Entry, gates_toml: &[u8], passed: bool) -> Result<Entry, CacheError> {
+    pub fn update_gates(
+        &self,
+        entry: &Entry,
+        gates_toml: &[u8],
+        passed: bool,
+    ) -> Result<Entry, CacheError> {
         let mut files = self.read_files(entry)?;
         files.insert("gates.toml".to_string(), gates_toml.to_vec());
         let mut manifest = entry.manifest.clone();
@@ -290,14 +364,25 @@ impl Cache {
         match fs::rename(tmp.path(), &target) {
             Ok(()) => sync_dir(&self.dir),
             Err(_) if target.exists() => {}
-            Err(e) => return Err(CacheError::Io { action: "move into place", path: self.show(&target), source: e }),
+            Err(e) => {
+                return Err(CacheError::Io {
+                    action: "move into place",
+                    path: self.show(&target),
+                    source: e,
+                })
+            }
         }
         self.open(key, Some(c))
     }
 
     /// Moves a staged entry into place, replacing the one there: the old one is first renamed
     /// aside (into a `.old-*` directory, removed afterwards), then the new one renamed in.
-    fn swap(&self, key: &str, tmp: tempfile::TempDir, c: &Constraints) -> Result<Entry, CacheError> {
+    fn swap(
+        &self,
+        key: &str,
+        tmp: tempfile::TempDir,
+        c: &Constraints,
+    ) -> Result<Entry, CacheError> {
         let target = self.dir.join(key);
         let trash = if target.exists() {
             let trash = tempfile::Builder::new()
@@ -309,7 +394,13 @@ impl Cache {
                 Ok(()) => Some((trash, old)),
                 // A concurrent replacer moved it first.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(CacheError::Io { action: "move aside", path: self.show(&target), source: e }),
+                Err(e) => {
+                    return Err(CacheError::Io {
+                        action: "move aside",
+                        path: self.show(&target),
+                        source: e,
+                    })
+                }
             }
         } else {
             None
@@ -322,7 +413,11 @@ impl Cache {
                 if let Some((_, old)) = &trash {
                     let _ = fs::rename(old, &target);
                 }
-                return Err(CacheError::Io { action: "move into place", path: self.show(&target), source: e });
+                return Err(CacheError::Io {
+                    action: "move into place",
+                    path: self.show(&target),
+                    source: e,
+                });
             }
         }
         drop(trash);
@@ -332,7 +427,11 @@ impl Cache {
     /// Builds the complete entry in a temp directory inside the cache directory, every file
     /// and directory fsync'ed; the manifest's file hashes are computed from `files`. The
     /// directory is removed when the returned guard drops (after a rename it is gone anyway).
-    fn stage(&self, manifest: &Manifest, files: &BTreeMap<String, Vec<u8>>) -> Result<tempfile::TempDir, CacheError> {
+    fn stage(
+        &self,
+        manifest: &Manifest,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<tempfile::TempDir, CacheError> {
         fs::create_dir_all(&self.dir).map_err(self.io("create", &self.dir))?;
         let key = &manifest.key;
         let tmp = tempfile::Builder::new()
@@ -371,7 +470,9 @@ fn new_manifest(
 ) -> Result<(Manifest, BTreeMap<String, Vec<u8>>), CacheError> {
     for f in REQUIRED_FILES {
         if !candidate.files.contains_key(*f) {
-            return Err(CacheError::BadFileName { name: format!("{f} (missing)") });
+            return Err(CacheError::BadFileName {
+                name: format!("{f} (missing)"),
+            });
         }
     }
     for name in candidate.files.keys() {
@@ -399,11 +500,15 @@ fn check_name(name: &str) -> Result<(), CacheError> {
     let ok = !name.is_empty()
         && !name.starts_with('/')
         && !name.contains('\\')
-        && name.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+        && name
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..");
     if ok {
         Ok(())
     } else {
-        Err(CacheError::BadFileName { name: name.to_string() })
+        Err(CacheError::BadFileName {
+            name: name.to_string(),
+        })
     }
 }
 
@@ -438,7 +543,10 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result
             list_files(root, &p, out)?;
         } else {
             let rel = p.strip_prefix(root).unwrap_or(&p);
-            let parts: Vec<_> = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect();
+            let parts: Vec<_> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect();
             out.push(parts.join("/"));
         }
     }

@@ -9,15 +9,28 @@ fn ckb() -> Ckb {
 }
 
 fn constraints(hw: &str) -> Constraints {
-    let args = [Arg::str("model", "qwen2"), Arg::str("hw", hw), Arg::str("quant", "q4_k_m")];
+    let args = [
+        Arg::str("model", "qwen2"),
+        Arg::str("hw", hw),
+        Arg::str("quant", "q4_k_m"),
+    ];
     Constraints::from_args(&args, &ckb()).unwrap()
 }
 
 fn candidate(tag: &str, passed: bool) -> Candidate {
     let mut files = BTreeMap::new();
-    files.insert("engine.rs".to_string(), format!("pub struct Engine; // {tag}\n").into_bytes());
-    files.insert("gates.toml".to_string(), b"[gate.dot_f32]\nstatus = \"pass\"\n".to_vec());
-    files.insert("transcript.jsonl".to_string(), format!("{{\"tag\":\"{tag}\"}}\n").into_bytes());
+    files.insert(
+        "engine.rs".to_string(),
+        format!("pub struct Engine; // {tag}\n").into_bytes(),
+    );
+    files.insert(
+        "gates.toml".to_string(),
+        b"[gate.dot_f32]\nstatus = \"pass\"\n".to_vec(),
+    );
+    files.insert(
+        "transcript.jsonl".to_string(),
+        format!("{{\"tag\":\"{tag}\"}}\n").into_bytes(),
+    );
     files.insert("kernels/dot.cu".to_string(), b"// kernel\n".to_vec());
     Candidate {
         files,
@@ -39,7 +52,9 @@ fn cache() -> (tempfile::TempDir, Cache) {
 }
 
 fn leftovers(cache: &Cache) -> Vec<String> {
-    let Ok(rd) = fs::read_dir(&cache.dir) else { return Vec::new() };
+    let Ok(rd) = fs::read_dir(&cache.dir) else {
+        return Vec::new();
+    };
     rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with('.'))
         .collect()
@@ -63,16 +78,27 @@ fn write_then_lookup() {
     assert_eq!(m.slots.len(), 1);
     assert_eq!(
         m.files.keys().collect::<Vec<_>>(),
-        ["engine.rs", "gates.toml", "kernels/dot.cu", "transcript.jsonl"]
+        [
+            "engine.rs",
+            "gates.toml",
+            "kernels/dot.cu",
+            "transcript.jsonl"
+        ]
     );
     assert_eq!(m.files["engine.rs"], hash(b"pub struct Engine; // a\n"));
     assert_eq!(hit.files().len(), 5);
     assert!(hit.staleness("digest").is_empty());
-    assert_eq!(hit.staleness("other"), ["the ckb changed since it was generated"]);
+    assert_eq!(
+        hit.staleness("other"),
+        ["the ckb changed since it was generated"]
+    );
     assert!(leftovers(&cache).is_empty());
     // The manifest is plain TOML with the constraints as a table.
     let text = fs::read_to_string(hit.manifest_path()).unwrap();
-    assert!(text.contains("[constraints]\nbatch = 1\nfamily = \"qwen2\""), "{text}");
+    assert!(
+        text.contains("[constraints]\nbatch = 1\nfamily = \"qwen2\""),
+        "{text}"
+    );
 }
 
 #[test]
@@ -98,12 +124,20 @@ fn tampered_files_are_refused() {
 
     fs::write(e.path("kernels/extra.cu"), "x").unwrap();
     let err = cache.lookup(&c).unwrap_err().to_string();
-    assert!(err.contains(": kernels/extra.cu is not listed in manifest.toml;"), "{err}");
+    assert!(
+        err.contains(": kernels/extra.cu is not listed in manifest.toml;"),
+        "{err}"
+    );
     fs::remove_file(e.path("kernels/extra.cu")).unwrap();
 
     fs::write(e.manifest_path(), "key = 3").unwrap();
     let err = cache.lookup(&c).unwrap_err().to_string();
-    assert!(err.starts_with(&format!("cache entry cache/{key} is malformed: manifest.toml: ")), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "cache entry cache/{key} is malformed: manifest.toml: "
+        )),
+        "{err}"
+    );
 }
 
 #[test]
@@ -114,7 +148,11 @@ fn colliding_manifests_are_refused() {
     let key = c.key();
     // The stored constraints were edited: they no longer hash to the key.
     let text = fs::read_to_string(e.manifest_path()).unwrap();
-    fs::write(e.manifest_path(), text.replace("hw = \"generic\"", "hw = \"x86_64-avx2\"")).unwrap();
+    fs::write(
+        e.manifest_path(),
+        text.replace("hw = \"generic\"", "hw = \"x86_64-avx2\""),
+    )
+    .unwrap();
     let err = cache.lookup(&c).unwrap_err();
     assert!(matches!(err, CacheError::Collision { .. }), "{err}");
     assert!(err.to_string().starts_with(&format!(
@@ -131,7 +169,13 @@ fn colliding_manifests_are_refused() {
     // An entry copied under another key's name.
     fs::rename(&e.dir, cache.dir.join(other.key())).unwrap();
     let err = cache.lookup(&other).unwrap_err().to_string();
-    assert!(err.contains(&format!("manifest.toml says key {key}, but the directory is {}", other.key())), "{err}");
+    assert!(
+        err.contains(&format!(
+            "manifest.toml says key {key}, but the directory is {}",
+            other.key()
+        )),
+        "{err}"
+    );
 }
 
 #[test]
@@ -150,10 +194,22 @@ fn failed_gates_are_never_served() {
 fn bad_candidate_file_names_are_refused() {
     let (_ws, cache) = cache();
     let c = constraints("generic");
-    for bad in ["../escape.rs", "/abs.rs", "a//b", "manifest.toml", "kernels/./x"] {
+    for bad in [
+        "../escape.rs",
+        "/abs.rs",
+        "a//b",
+        "manifest.toml",
+        "kernels/./x",
+    ] {
         let mut cand = candidate("a", true);
         cand.files.insert(bad.to_string(), vec![]);
-        assert!(matches!(cache.write(&c, "d", &cand), Err(CacheError::BadFileName { .. })), "{bad}");
+        assert!(
+            matches!(
+                cache.write(&c, "d", &cand),
+                Err(CacheError::BadFileName { .. })
+            ),
+            "{bad}"
+        );
     }
     let mut cand = candidate("a", true);
     cand.files.remove("gates.toml");
@@ -177,7 +233,10 @@ fn concurrent_writers_of_one_key() {
             })
         })
         .collect();
-    let entries: Vec<Entry> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    let entries: Vec<Entry> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().unwrap())
+        .collect();
     // Every writer got the same, valid entry: the winner's.
     for e in &entries {
         assert_eq!(e, &entries[0]);
@@ -198,7 +257,10 @@ fn replace_swaps_entries_whole() {
     // ...replace() does not.
     let e = cache.replace(&c, "new", &candidate("b", true)).unwrap();
     assert_eq!(e.manifest.ckb_digest, "new");
-    assert_eq!(fs::read_to_string(e.engine_path()).unwrap(), "pub struct Engine; // b\n");
+    assert_eq!(
+        fs::read_to_string(e.engine_path()).unwrap(),
+        "pub struct Engine; // b\n"
+    );
     assert!(leftovers(&cache).is_empty());
     // Concurrent replacers and readers: readers only ever see a whole entry or none.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -220,7 +282,9 @@ fn replace_swaps_entries_whole() {
             let (cache, c) = (cache.clone(), c.clone());
             std::thread::spawn(move || {
                 for j in 0..10 {
-                    cache.replace(&c, "d", &candidate(&format!("{i}.{j}"), true)).unwrap();
+                    cache
+                        .replace(&c, "d", &candidate(&format!("{i}.{j}"), true))
+                        .unwrap();
                 }
             })
         })
@@ -232,4 +296,57 @@ fn replace_swaps_entries_whole() {
     assert!(reader.join().unwrap() > 0);
     assert!(cache.lookup(&c).unwrap().is_some());
     assert!(leftovers(&cache).is_empty(), "{:?}", leftovers(&cache));
+}
+
+#[test]
+fn import_keeps_the_manifest_and_update_gates_rewrites_it() {
+    let (ws, cache) = cache();
+    let c = constraints("generic");
+    let e = cache.write(&c, "digest", &candidate("a", true)).unwrap();
+    let other = Cache::new("vendor", ws.path());
+    let copied = other.import(&e).unwrap();
+    assert_eq!(copied.manifest, e.manifest);
+    assert_eq!(
+        other.import(&e).unwrap(),
+        copied,
+        "importing twice keeps the first copy"
+    );
+
+    let failed = cache
+        .update_gates(&e, b"[gate.dot_f32]\nstatus = \"fail\"\n", false)
+        .unwrap();
+    assert!(!failed.manifest.gates_passed);
+    assert_eq!(
+        failed.manifest.files["gates.toml"],
+        hash(b"[gate.dot_f32]\nstatus = \"fail\"\n")
+    );
+    assert_eq!(
+        failed.manifest.files["engine.rs"],
+        e.manifest.files["engine.rs"]
+    );
+    assert_eq!(failed.manifest.ckb_digest, "digest");
+    assert!(matches!(
+        cache.lookup(&c),
+        Err(CacheError::GatesFailed { .. })
+    ));
+    let passed = cache.update_gates(&failed, b"ok\n", true).unwrap();
+    assert!(cache.lookup(&c).unwrap().unwrap() == passed);
+    assert!(leftovers(&cache).is_empty());
+}
+
+#[test]
+fn sweep_removes_only_old_writer_leftovers() {
+    let (_ws, cache) = cache();
+    let c = constraints("generic");
+    cache.write(&c, "d", &candidate("a", true)).unwrap();
+    fs::create_dir_all(cache.dir.join(".tmp-dead-writer/kernels")).unwrap();
+    fs::create_dir_all(cache.dir.join(".old-dead-writer")).unwrap();
+    assert_eq!(
+        cache.sweep(std::time::Duration::from_secs(3600)),
+        0,
+        "too young"
+    );
+    assert_eq!(cache.sweep(std::time::Duration::ZERO), 2);
+    assert!(leftovers(&cache).is_empty());
+    assert!(cache.lookup(&c).unwrap().is_some());
 }

@@ -8,8 +8,18 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Every key an engine's constraints may have, in documentation order.
-pub const KEYS: &[&str] =
-    &["model", "hw", "quant", "format", "max_seq", "batch", "tp", "features", "generator", "reference"];
+pub const KEYS: &[&str] = &[
+    "model",
+    "hw",
+    "quant",
+    "format",
+    "max_seq",
+    "batch",
+    "tp",
+    "features",
+    "generator",
+    "reference",
+];
 
 /// The keys that must be given.
 pub const REQUIRED: &[&str] = &["model", "hw", "quant"];
@@ -23,7 +33,10 @@ pub struct Arg {
 
 impl Arg {
     pub fn new(key: impl Into<String>, value: ArgValue) -> Arg {
-        Arg { key: key.into(), value }
+        Arg {
+            key: key.into(),
+            value,
+        }
     }
     pub fn str(key: impl Into<String>, value: impl Into<String>) -> Arg {
         Arg::new(key, ArgValue::Str(value.into()))
@@ -119,7 +132,8 @@ pub enum Reference {
 }
 
 impl Reference {
-    pub const ALL: &'static [Reference] = &[Reference::None, Reference::Contract, Reference::Sibling];
+    pub const ALL: &'static [Reference] =
+        &[Reference::None, Reference::Contract, Reference::Sibling];
     pub fn as_str(self) -> &'static str {
         match self {
             Reference::None => "none",
@@ -222,11 +236,19 @@ struct Parser<'a> {
 }
 
 fn err_key(i: usize, message: String) -> ConstraintError {
-    ConstraintError { arg_index: Some(i), on_value: false, message }
+    ConstraintError {
+        arg_index: Some(i),
+        on_value: false,
+        message,
+    }
 }
 
 fn err_value(i: usize, message: String) -> ConstraintError {
-    ConstraintError { arg_index: Some(i), on_value: true, message }
+    ConstraintError {
+        arg_index: Some(i),
+        on_value: true,
+        message,
+    }
 }
 
 /// Values of the arguments that passed their own checks, with their indices.
@@ -257,7 +279,10 @@ impl<'a> Parser<'a> {
                     .unwrap_or_default();
                 return Err(err_key(
                     i,
-                    format!("unknown key `{key}`{hint}; allowed keys: {}", KEYS.join(", ")),
+                    format!(
+                        "unknown key `{key}`{hint}; allowed keys: {}",
+                        KEYS.join(", ")
+                    ),
                 ));
             }
             if let Some(first) = g.index.insert(key, i) {
@@ -322,13 +347,23 @@ impl<'a> Parser<'a> {
     }
 
     fn formats(&self) -> Vec<&'a str> {
-        let mut v: Vec<&str> = self.ckb.quants.values().map(|q| q.format.as_str()).collect();
+        let mut v: Vec<&str> = self
+            .ckb
+            .quants
+            .values()
+            .map(|q| q.format.as_str())
+            .collect();
         v.sort();
         v.dedup();
         v
     }
 
-    fn string<'v>(&self, i: usize, arg: &'v Arg, example: &str) -> Result<&'v str, ConstraintError> {
+    fn string<'v>(
+        &self,
+        i: usize,
+        arg: &'v Arg,
+        example: &str,
+    ) -> Result<&'v str, ConstraintError> {
         match &arg.value {
             ArgValue::Str(s) => Ok(s),
             other => Err(err_value(
@@ -348,7 +383,11 @@ impl<'a> Parser<'a> {
             ArgValue::Int(n) if *n > 0 && *n <= u32::MAX as i64 => Ok(*n as u32),
             ArgValue::Int(n) if *n > 0 => Err(err_value(
                 i,
-                format!("`{}` = {n} is too large; the most allowed is {}", arg.key, u32::MAX),
+                format!(
+                    "`{}` = {n} is too large; the most allowed is {}",
+                    arg.key,
+                    u32::MAX
+                ),
             )),
             ArgValue::Int(n) => Err(err_value(
                 i,
@@ -380,7 +419,11 @@ impl<'a> Parser<'a> {
                 let Some((family, preset)) = self.ckb.resolve_model(v) else {
                     return Err(unknown("model", v, "model"));
                 };
-                g.model = Some((v.to_string(), family.family.clone(), preset.map(|p| p.context_length)));
+                g.model = Some((
+                    v.to_string(),
+                    family.family.clone(),
+                    preset.map(|p| p.context_length),
+                ));
             }
             "hw" => {
                 let v = self.string(i, arg, "x86_64-avx2")?;
@@ -501,8 +544,13 @@ impl<'a> Parser<'a> {
         }
         let tp = g.tp.unwrap_or(1);
         if tp > 1 && target.kind != "cuda" {
-            let cudas: Vec<&str> =
-                self.ckb.targets.values().filter(|t| t.kind == "cuda").map(|t| t.id.as_str()).collect();
+            let cudas: Vec<&str> = self
+                .ckb
+                .targets
+                .values()
+                .filter(|t| t.kind == "cuda")
+                .map(|t| t.id.as_str())
+                .collect();
             return Err(err_key(
                 g.index["tp"],
                 format!(
@@ -543,11 +591,21 @@ impl<'a> Parser<'a> {
 
     /// With the `ckb` implementer, every tensor type of the quant needs a dot-kernel
     /// realization whose variant the target accepts.
-    fn dot_coverage(&self, g: &Given<'a>, target: &Target, quant: &crate::ckb::Quant) -> Result<(), ConstraintError> {
+    fn dot_coverage(
+        &self,
+        g: &Given<'a>,
+        target: &Target,
+        quant: &crate::ckb::Quant,
+    ) -> Result<(), ConstraintError> {
         for t in self.ckb.tensor_types(quant) {
             let Some(cid) = &t.contract else { continue };
-            let Some(contract) = self.ckb.contracts.get(cid) else { continue };
-            let fits = contract.realizations.iter().any(|r| target.variants.contains(&r.variant));
+            let Some(contract) = self.ckb.contracts.get(cid) else {
+                continue;
+            };
+            let fits = contract
+                .realizations
+                .iter()
+                .any(|r| target.variants.contains(&r.variant));
             if fits {
                 continue;
             }
@@ -555,13 +613,21 @@ impl<'a> Parser<'a> {
                 .ckb
                 .targets
                 .values()
-                .filter(|t| contract.realizations.iter().any(|r| t.variants.contains(&r.variant)))
+                .filter(|t| {
+                    contract
+                        .realizations
+                        .iter()
+                        .any(|r| t.variants.contains(&r.variant))
+                })
                 .map(|t| t.id.as_str())
                 .collect();
             let what = if t.id == quant.id && quant.kind == QuantKind::TensorType {
                 format!("quant `{}` needs", quant.id)
             } else {
-                format!("quant `{}` contains tensor type `{}`, which needs", quant.id, t.id)
+                format!(
+                    "quant `{}` contains tensor type `{}`, which needs",
+                    quant.id, t.id
+                )
             };
             return Err(err_value(
                 g.index["quant"],
@@ -608,9 +674,28 @@ pub fn cpu_has(feature: &str) -> bool {
             };
         }
         detect!(
-            "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c",
-            "bmi1", "bmi2", "lzcnt", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd",
-            "avx512vnni", "avx512bf16", "avx512vbmi", "avxvnni"
+            "sse2",
+            "sse3",
+            "ssse3",
+            "sse4.1",
+            "sse4.2",
+            "popcnt",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi1",
+            "bmi2",
+            "lzcnt",
+            "avx512f",
+            "avx512bw",
+            "avx512vl",
+            "avx512dq",
+            "avx512cd",
+            "avx512vnni",
+            "avx512bf16",
+            "avx512vbmi",
+            "avxvnni"
         )
     }
     #[cfg(target_arch = "aarch64")]

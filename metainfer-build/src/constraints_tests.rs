@@ -15,7 +15,11 @@ fn s(v: &str) -> ArgValue {
 }
 
 fn base() -> Vec<Arg> {
-    args(&[("model", s("qwen2")), ("hw", s("x86_64-avx2")), ("quant", s("q4_k_m"))])
+    args(&[
+        ("model", s("qwen2")),
+        ("hw", s("x86_64-avx2")),
+        ("quant", s("q4_k_m")),
+    ])
 }
 
 fn with(extra: &[(&str, ArgValue)]) -> Vec<Arg> {
@@ -36,7 +40,13 @@ fn canonical_toml_is_sorted_and_filled() {
         "batch = 1\nfamily = \"qwen2\"\nfeatures = []\nformat = \"gguf\"\ngenerator = \"ckb\"\nhw = \"x86_64-avx2\"\nmodel = \"qwen2\"\nquant = \"q4_k_m\"\nreference = \"none\"\ntp = 1\n"
     );
     let c = Constraints::from_args(
-        &with(&[("features", ArgValue::List(vec!["server".into(), "chat".into()])), ("max_seq", ArgValue::Int(4096))]),
+        &with(&[
+            (
+                "features",
+                ArgValue::List(vec!["server".into(), "chat".into()]),
+            ),
+            ("max_seq", ArgValue::Int(4096)),
+        ]),
         &ckb(),
     )
     .unwrap();
@@ -45,10 +55,18 @@ fn canonical_toml_is_sorted_and_filled() {
         "batch = 1\nfamily = \"qwen2\"\nfeatures = [\"chat\", \"server\"]\nformat = \"gguf\"\ngenerator = \"ckb\"\nhw = \"x86_64-avx2\"\nmax_seq = 4096\nmodel = \"qwen2\"\nquant = \"q4_k_m\"\nreference = \"none\"\ntp = 1\n"
     );
     // It round-trips, and it is valid TOML a manifest can hold.
-    assert_eq!(Constraints::from_canonical_toml(&c.canonical_toml()).unwrap(), c);
+    assert_eq!(
+        Constraints::from_canonical_toml(&c.canonical_toml()).unwrap(),
+        c
+    );
     // The key is blake3 of exactly that text, and is pinned: a change here invalidates every
     // committed cache entry, so it must be deliberate.
-    assert_eq!(c.key(), blake3::hash(c.canonical_toml().as_bytes()).to_hex().to_string());
+    assert_eq!(
+        c.key(),
+        blake3::hash(c.canonical_toml().as_bytes())
+            .to_hex()
+            .to_string()
+    );
     let pinned = Constraints::from_args(&base(), &ckb()).unwrap().key();
     assert_eq!(pinned.len(), 64);
     assert_eq!(pinned, blake3::hash(b"batch = 1\nfamily = \"qwen2\"\nfeatures = []\nformat = \"gguf\"\ngenerator = \"ckb\"\nhw = \"x86_64-avx2\"\nmodel = \"qwen2\"\nquant = \"q4_k_m\"\nreference = \"none\"\ntp = 1\n").to_hex().to_string());
@@ -58,16 +76,39 @@ fn canonical_toml_is_sorted_and_filled() {
 fn attribute_formatting_never_changes_the_key() {
     let k = ckb();
     let key_of = |tokens: proc_macro2::TokenStream| {
-        let a: Vec<Arg> = parse_args(tokens).unwrap().into_iter().map(|a| a.arg).collect();
+        let a: Vec<Arg> = parse_args(tokens)
+            .unwrap()
+            .into_iter()
+            .map(|a| a.arg)
+            .collect();
         Constraints::from_args(&a, &k).unwrap().key()
     };
-    let reference = key_of(quote!(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server", "chat"]));
+    let reference = key_of(quote!(
+        model = "qwen2",
+        hw = "x86_64-avx2",
+        quant = "q4_k_m",
+        features = ["server", "chat"]
+    ));
     let variants = [
         // Other order, trailing comma.
-        quote!(features = ["chat", "server"], quant = "q4_k_m", hw = "x86_64-avx2", model = "qwen2",),
+        quote!(
+            features = ["chat", "server"],
+            quant = "q4_k_m",
+            hw = "x86_64-avx2",
+            model = "qwen2",
+        ),
         // Defaults spelled out, derived format given, raw strings, odd spacing.
-        quote!(model=r"qwen2",hw   =   "x86_64-avx2" , quant = r#"q4_k_m"#, format = "gguf", batch = 1, tp = 1,
-               generator = "ckb", reference = "none", features = &["server", "chat"]),
+        quote!(
+            model = r"qwen2",
+            hw = "x86_64-avx2",
+            quant = r#"q4_k_m"#,
+            format = "gguf",
+            batch = 1,
+            tp = 1,
+            generator = "ckb",
+            reference = "none",
+            features = &["server", "chat"]
+        ),
     ];
     for v in variants {
         assert_eq!(key_of(v), reference);
@@ -76,13 +117,25 @@ fn attribute_formatting_never_changes_the_key() {
     let text = "model = \"qwen2\",\n    hw = \"x86_64-avx2\",\n\n  quant = \"q4_k_m\", // comment\n features = [\n \"server\",\n \"chat\",\n ]";
     assert_eq!(key_of(text.parse().unwrap()), reference);
     // And something that does differ, does change it.
-    assert_ne!(key_of(quote!(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m")), reference);
+    assert_ne!(
+        key_of(quote!(
+            model = "qwen2",
+            hw = "x86_64-avx2",
+            quant = "q4_k_m"
+        )),
+        reference
+    );
 }
 
 #[test]
 fn preset_and_derived_fields() {
     let c = Constraints::from_args(
-        &args(&[("model", s("qwen2.5-0.5b")), ("hw", s("sm_89")), ("quant", s("awq")), ("tp", ArgValue::Int(2))]),
+        &args(&[
+            ("model", s("qwen2.5-0.5b")),
+            ("hw", s("sm_89")),
+            ("quant", s("awq")),
+            ("tp", ArgValue::Int(2)),
+        ]),
         &ckb(),
     )
     .unwrap();
@@ -96,7 +149,11 @@ fn preset_and_derived_fields() {
 #[test]
 fn native_resolves_to_a_cpu_target() {
     let c = Constraints::from_args(
-        &args(&[("model", s("qwen2")), ("hw", s("native")), ("quant", s("f32"))]),
+        &args(&[
+            ("model", s("qwen2")),
+            ("hw", s("native")),
+            ("quant", s("f32")),
+        ]),
         &ckb(),
     )
     .unwrap();
@@ -126,27 +183,60 @@ fn unknown_key() {
 fn duplicate_key() {
     let e = err(&with(&[("hw", s("generic"))]));
     assert_eq!((e.arg_index, e.on_value), (Some(3), false));
-    assert_eq!(e.message, "duplicate key `hw`: it is already given as argument 2; give each key once");
+    assert_eq!(
+        e.message,
+        "duplicate key `hw`: it is already given as argument 2; give each key once"
+    );
 }
 
 #[test]
 fn missing_keys() {
     let e = err(&args(&[("model", s("qwen2")), ("hw", s("generic"))]));
     assert_eq!(e.arg_index, None);
-    assert_eq!(e.message, "missing key `quant`; add quant = \"…\", one of: awq, f32, q4_k_m, q8_0");
+    assert_eq!(
+        e.message,
+        "missing key `quant`; add quant = \"…\", one of: awq, f32, q4_k_m, q8_0"
+    );
     let e = err(&[]);
-    assert_eq!(e.message, "missing key `model`; add model = \"…\", one of: qwen2, qwen2.5-0.5b");
+    assert_eq!(
+        e.message,
+        "missing key `model`; add model = \"…\", one of: qwen2, qwen2.5-0.5b"
+    );
 }
 
 #[test]
 fn unknown_values_list_what_is_allowed() {
     let cases: &[(&str, ArgValue, &str)] = &[
-        ("model", s("qwen3"), "unknown model `qwen3` (did you mean `qwen2`?); allowed: qwen2, qwen2.5-0.5b"),
-        ("hw", s("avx2"), "unknown hw `avx2`; allowed: native, generic, sm_89, x86_64-avx2, x86_64-avx512"),
-        ("quant", s("q4_k_s"), "unknown quant `q4_k_s` (did you mean `q4_k_m`?); allowed: awq, f32, q4_k_m, q8_0"),
-        ("format", s("ggml"), "unknown format `ggml` (did you mean `gguf`?); allowed: gguf, safetensors"),
-        ("generator", s("gpt"), "unknown generator `gpt`; allowed: ckb, llm, auto"),
-        ("reference", s("all"), "unknown reference `all`; allowed: none, contract, sibling"),
+        (
+            "model",
+            s("qwen3"),
+            "unknown model `qwen3` (did you mean `qwen2`?); allowed: qwen2, qwen2.5-0.5b",
+        ),
+        (
+            "hw",
+            s("avx2"),
+            "unknown hw `avx2`; allowed: native, generic, sm_89, x86_64-avx2, x86_64-avx512",
+        ),
+        (
+            "quant",
+            s("q4_k_s"),
+            "unknown quant `q4_k_s` (did you mean `q4_k_m`?); allowed: awq, f32, q4_k_m, q8_0",
+        ),
+        (
+            "format",
+            s("ggml"),
+            "unknown format `ggml` (did you mean `gguf`?); allowed: gguf, safetensors",
+        ),
+        (
+            "generator",
+            s("gpt"),
+            "unknown generator `gpt`; allowed: ckb, llm, auto",
+        ),
+        (
+            "reference",
+            s("all"),
+            "unknown reference `all`; allowed: none, contract, sibling",
+        ),
     ];
     for (key, value, message) in cases {
         let mut a = base();
@@ -159,10 +249,22 @@ fn unknown_values_list_what_is_allowed() {
         assert_eq!(e.arg_index, a.iter().position(|x| x.key == *key), "{key}");
         assert_eq!(e.message, *message);
     }
-    let e = err(&with(&[("features", ArgValue::List(vec!["server".into(), "serve".into()]))]));
-    assert_eq!(e.message, "unknown feature `serve` (did you mean `server`?); allowed: chat, server");
-    let e = err(&with(&[("features", ArgValue::List(vec!["chat".into(), "chat".into()]))]));
-    assert_eq!(e.message, "feature `chat` is listed twice in `features`; list it once");
+    let e = err(&with(&[(
+        "features",
+        ArgValue::List(vec!["server".into(), "serve".into()]),
+    )]));
+    assert_eq!(
+        e.message,
+        "unknown feature `serve` (did you mean `server`?); allowed: chat, server"
+    );
+    let e = err(&with(&[(
+        "features",
+        ArgValue::List(vec!["chat".into(), "chat".into()]),
+    )]));
+    assert_eq!(
+        e.message,
+        "feature `chat` is listed twice in `features`; list it once"
+    );
 }
 
 #[test]
@@ -203,7 +305,12 @@ fn wrong_value_types() {
 
 #[test]
 fn conflicting_format() {
-    let a = args(&[("model", s("qwen2")), ("hw", s("sm_89")), ("quant", s("awq")), ("format", s("gguf"))]);
+    let a = args(&[
+        ("model", s("qwen2")),
+        ("hw", s("sm_89")),
+        ("quant", s("awq")),
+        ("format", s("gguf")),
+    ]);
     let e = err(&a);
     assert_eq!((e.arg_index, e.on_value), (Some(3), false));
     assert_eq!(
@@ -229,7 +336,11 @@ fn impossible_combinations() {
         "impossible combination: max_seq = 100000 exceeds the context length 32768 of preset `qwen2.5-0.5b`; use max_seq <= 32768, or model = \"qwen2\" to read the limit from the file"
     );
     // awq's kernel has only a cuda realization.
-    let a = args(&[("model", s("qwen2")), ("hw", s("x86_64-avx2")), ("quant", s("awq"))]);
+    let a = args(&[
+        ("model", s("qwen2")),
+        ("hw", s("x86_64-avx2")),
+        ("quant", s("awq")),
+    ]);
     let e = err(&a);
     assert_eq!((e.arg_index, e.on_value), (Some(2), true));
     assert_eq!(

@@ -46,7 +46,10 @@ impl BuildContext {
 
     /// The same context in `mode` (the CLI's `prepare` generates regardless of the env).
     pub fn with_mode(mut self, mode: Mode, reason: &str) -> BuildContext {
-        self.mode = ModeSetting { mode, reason: reason.to_string() };
+        self.mode = ModeSetting {
+            mode,
+            reason: reason.to_string(),
+        };
         self
     }
 
@@ -107,7 +110,12 @@ pub fn ensure_with(
             .map(|g| String::from_utf8_lossy(g).into_owned())
             .unwrap_or_else(|| "(the candidate has no gates.toml)".to_string());
         let kept = keep_failed(ctx, &key, &candidate);
-        return Err(BuildError::GatesFailed { key, summary: c.summary(), report, kept });
+        return Err(BuildError::GatesFailed {
+            key,
+            summary: c.summary(),
+            report,
+            kept,
+        });
     }
     let digest = ckb.digest();
     let entry = if mode == Mode::Refresh {

@@ -1,4 +1,4 @@
-//! The error of the generator's entry points ([`crate::ensure`], [`crate::Engine::emit`], the
+//! The error of the generator's entry points ([`crate::ensure()`], [`crate::Engine::emit`], the
 //! macro): every lower-level error, plus the ones that only a whole build can hit.
 
 use crate::cache::CacheError;
@@ -18,21 +18,45 @@ pub enum BuildError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error("generating engine {key} ({summary}) failed: {source}")]
-    Chain { key: String, summary: String, source: ChainError },
+    Chain {
+        key: String,
+        summary: String,
+        source: ChainError,
+    },
     /// A miss while generation is off.
     #[error("no cache entry for engine {key} ({summary}), and generating one is off ({reason}); searched: {}; fix: run `cargo run -p metainfer-build --bin metainfer -- prepare` (or `metainfer prepare`) where generation is allowed, then commit the new entry {}/{key}/", .searched.join(", "), .searched.first().map(String::as_str).unwrap_or("cache"))]
-    OfflineMiss { key: String, summary: String, reason: String, searched: Vec<String> },
+    OfflineMiss {
+        key: String,
+        summary: String,
+        reason: String,
+        searched: Vec<String>,
+    },
     /// The chain produced a candidate that failed its gates; nothing was written.
     #[error("engine {key} ({summary}) failed its gates, so nothing was written to the cache{}; gate report:\n{report}", .kept.as_ref().map(|k| format!(" (the candidate is kept in {k} for inspection)")).unwrap_or_default())]
-    GatesFailed { key: String, summary: String, report: String, kept: Option<String> },
+    GatesFailed {
+        key: String,
+        summary: String,
+        report: String,
+        kept: Option<String>,
+    },
     /// A build-script-only requirement is missing.
     #[error("{var} is not set: {why}")]
-    Env { var: &'static str, why: &'static str },
+    Env {
+        var: &'static str,
+        why: &'static str,
+    },
     #[error("cannot {action} {path}: {source}")]
-    Io { action: &'static str, path: String, source: std::io::Error },
+    Io {
+        action: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
     #[error("engine name `{name}` is not a rust identifier; use a type name such as `Coder`")]
     BadName { name: String },
     /// Context for an error of one named engine (build.rs).
     #[error("engine `{name}`: {source}")]
-    InEngine { name: String, source: Box<BuildError> },
+    InEngine {
+        name: String,
+        source: Box<BuildError>,
+    },
 }

@@ -10,8 +10,12 @@ use quote::{format_ident, quote};
 
 /// Environment variables the expansion depends on; `option_env!` of each makes rustc track
 /// them, so changing one rebuilds the crate.
-pub const TRACKED_ENV: &[&str] =
-    &["METAINFER_MODE", "METAINFER_CACHE_DIR", "METAINFER_CKB_DIR", "CARGO_NET_OFFLINE"];
+pub const TRACKED_ENV: &[&str] = &[
+    "METAINFER_MODE",
+    "METAINFER_CACHE_DIR",
+    "METAINFER_CKB_DIR",
+    "CARGO_NET_OFFLINE",
+];
 
 /// `attrs vis struct name(Engine)` plus its impls and the hidden module.
 pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry) -> TokenStream {
@@ -35,8 +39,10 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         .keys()
         .filter_map(|f| f.strip_prefix("kernels/"))
         .collect();
-    let kernel_paths: Vec<String> =
-        kernel_names.iter().map(|k| lit(entry.path(&format!("kernels/{k}")))).collect();
+    let kernel_paths: Vec<String> = kernel_names
+        .iter()
+        .map(|k| lit(entry.path(&format!("kernels/{k}"))))
+        .collect();
     let env = TRACKED_ENV;
     let summary = format!(
         "A generated inference engine for `{}` (cache key `{key}`).",
@@ -81,7 +87,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         }
 
         #[doc(hidden)]
-        #[allow(dead_code, clippy::all)]
+        #[allow(dead_code, unused, clippy::all)]
         mod #module {
             use ::metainfer::rt;
             include!(#engine);
@@ -114,7 +120,8 @@ pub fn snake_case(name: &str) -> String {
     let mut out = String::new();
     for (i, &c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             let prev_upper = i > 0 && chars[i - 1].is_uppercase();
             if i > 0 && !out.ends_with('_') && (prev_lower || (prev_upper && next_lower)) {

@@ -3,7 +3,7 @@
 //! to Rust code through the `#[metainfer::engine]` macro (via `metainfer-macros`), a build.rs
 //! API, and the `metainfer` CLI.
 //!
-//! The path every entry point takes is [`ensure`]:
+//! The path every entry point takes is [`ensure()`]:
 //!
 //! 1. [`Constraints::from_args`] validates `key = value` arguments against the [`Ckb`] (the
 //!    contract knowledge base in `ckb/`), so unknown keys, unknown values and impossible

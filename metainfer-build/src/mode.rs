@@ -40,7 +40,9 @@ pub struct ModeSetting {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("METAINFER_MODE is `{value}`; allowed: auto, offline, refresh (or leave it unset for auto)")]
+#[error(
+    "METAINFER_MODE is `{value}`; allowed: auto, offline, refresh (or leave it unset for auto)"
+)]
 pub struct ModeError {
     pub value: String,
 }
@@ -63,15 +65,25 @@ impl ModeSetting {
             None => (Mode::Auto, "the default".to_string()),
             Some(v) => match Mode::ALL.iter().find(|m| m.as_str() == v.trim()) {
                 Some(m) => (*m, format!("METAINFER_MODE={v}")),
-                None => return Err(ModeError { value: v.to_string() }),
+                None => {
+                    return Err(ModeError {
+                        value: v.to_string(),
+                    })
+                }
             },
         };
         if mode == Mode::Auto {
             if get("CARGO_NET_OFFLINE").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
-                return Ok(ModeSetting { mode: Mode::Offline, reason: "CARGO_NET_OFFLINE=true".into() });
+                return Ok(ModeSetting {
+                    mode: Mode::Offline,
+                    reason: "CARGO_NET_OFFLINE=true".into(),
+                });
             }
             if get("DOCS_RS").is_some() || get("CARGO_CFG_DOC").is_some() {
-                return Ok(ModeSetting { mode: Mode::Offline, reason: "a docs build".into() });
+                return Ok(ModeSetting {
+                    mode: Mode::Offline,
+                    reason: "a docs build".into(),
+                });
             }
         }
         Ok(ModeSetting { mode, reason })
@@ -84,7 +96,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn mode(vars: &[(&str, &str)]) -> Result<ModeSetting, ModeError> {
-        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         ModeSetting::from_vars(|k| m.get(k).cloned())
     }
 
@@ -115,7 +130,10 @@ mod tests {
         let m = mode(&[("CARGO_NET_OFFLINE", "true")]).unwrap();
         assert_eq!(m.mode, Mode::Offline);
         assert_eq!(m.reason, "CARGO_NET_OFFLINE=true");
-        assert_eq!(mode(&[("CARGO_NET_OFFLINE", "false")]).unwrap().mode, Mode::Auto);
+        assert_eq!(
+            mode(&[("CARGO_NET_OFFLINE", "false")]).unwrap().mode,
+            Mode::Auto
+        );
         let m = mode(&[("CARGO_NET_OFFLINE", "true"), ("METAINFER_MODE", "auto")]).unwrap();
         assert_eq!(m.mode, Mode::Offline);
         let m = mode(&[("CARGO_NET_OFFLINE", "true"), ("METAINFER_MODE", "refresh")]).unwrap();

@@ -1,7 +1,8 @@
 //! Finding every engine a workspace references, without building it: each `.rs` file of the
 //! workspace's member crates is parsed with `syn` for `#[metainfer::engine(...)]` (or
 //! `#[engine(...)]`) attributes on structs and for build-script chains
-//! `Engine::new("X").model(..)…`. `metainfer prepare` generates what it finds.
+//! `Engine::new("X").model(..)….emit()` (a chain without `.emit()` references nothing).
+//! `metainfer prepare` generates what it finds.
 //!
 //! Skipped: `target/`, hidden directories, nested packages, and `tests/ui/` (trybuild cases
 //! reference engines that are meant to be missing or invalid).
@@ -44,7 +45,7 @@ pub fn scan_workspace(root: &Path) -> Scan {
     let mut scan = Scan::default();
     for member in member_dirs(root) {
         let mut files = Vec::new();
-        rust_files(&member, &member, &mut files);
+        rust_files(&member, &mut files);
         files.sort();
         for f in files {
             let shown = display_path(&f, root);
@@ -71,7 +72,11 @@ pub fn member_dirs(root: &Path) -> Vec<PathBuf> {
             .get("workspace")
             .and_then(|w| w.get(key))
             .and_then(|m| m.as_array())
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let excluded: Vec<PathBuf> = list("exclude").iter().map(|e| root.join(e)).collect();
@@ -81,8 +86,13 @@ pub fn member_dirs(root: &Path) -> Vec<PathBuf> {
     }
     for pattern in list("members") {
         for dir in glob(root, &pattern) {
-            let dir = if dir == root.join(".") { root.to_path_buf() } else { dir };
-            if dir.join("Cargo.toml").is_file() && !excluded.contains(&dir) && !dirs.contains(&dir) {
+            let dir = if dir == root.join(".") {
+                root.to_path_buf()
+            } else {
+                dir
+            };
+            if dir.join("Cargo.toml").is_file() && !excluded.contains(&dir) && !dirs.contains(&dir)
+            {
                 dirs.push(dir);
             }
         }
@@ -102,11 +112,15 @@ fn glob(root: &Path, pattern: &str) -> Vec<PathBuf> {
             if part == "." {
                 next.push(dir.clone());
             } else if part.contains('*') {
-                let Ok(rd) = std::fs::read_dir(dir) else { continue };
+                let Ok(rd) = std::fs::read_dir(dir) else {
+                    continue;
+                };
                 let mut found: Vec<PathBuf> = rd
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| p.is_dir())
-                    .filter(|p| wildcard(part, &p.file_name().unwrap_or_default().to_string_lossy()))
+                    .filter(|p| {
+                        wildcard(part, &p.file_name().unwrap_or_default().to_string_lossy())
+                    })
                     .collect();
                 found.sort();
                 next.extend(found);
@@ -131,8 +145,10 @@ fn wildcard(pattern: &str, name: &str) -> bool {
     }
 }
 
-fn rust_files(member: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.filter_map(|e| e.ok()) {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
@@ -142,7 +158,7 @@ fn rust_files(member: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
             if name.starts_with('.') || name == "target" || nested_package || ui {
                 continue;
             }
-            rust_files(member, &p, out);
+            rust_files(&p, out);
         } else if name.ends_with(".rs") {
             out.push(p);
         }
@@ -155,18 +171,43 @@ pub fn scan_source(text: &str, file: &str) -> (Vec<Reference>, Vec<String>) {
         Ok(ast) => ast,
         Err(e) => {
             let line = e.span().start().line;
-            return (Vec::new(), vec![format!("{file}:{line}: cannot parse: {e}")]);
+            return (
+                Vec::new(),
+                vec![format!("{file}:{line}: cannot parse: {e}")],
+            );
         }
     };
-    let mut v = Finder { file, refs: Vec::new(), problems: Vec::new() };
+    let mut v = Finder {
+        file,
+        in_test: false,
+        refs: Vec::new(),
+        problems: Vec::new(),
+    };
     v.visit_file(&ast);
     (v.refs, v.problems)
 }
 
 struct Finder<'f> {
     file: &'f str,
+    /// Inside a `#[test]` fn or `#[cfg(test)]` module: builder chains there are tests of the
+    /// builder, not build scripts (attributes there are still compiled, so still count).
+    in_test: bool,
     refs: Vec<Reference>,
     problems: Vec<String>,
+}
+
+/// `#[test]`, `#[tokio::test]`-style, or `#[cfg(test)]`.
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        let last = a
+            .path()
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        last == "test"
+            || (a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
+    })
 }
 
 fn is_engine_attr(path: &syn::Path) -> bool {
@@ -177,21 +218,32 @@ fn is_engine_attr(path: &syn::Path) -> bool {
 
 impl Finder<'_> {
     fn problem(&mut self, span: proc_macro2::Span, message: String) {
-        self.problems.push(format!("{}:{}: {message}", self.file, span.start().line));
+        self.problems
+            .push(format!("{}:{}: {message}", self.file, span.start().line));
     }
 
     /// `Engine::new("X")` or `metainfer_build::Engine::new("X")`: the name.
     fn engine_new(&self, expr: &syn::Expr) -> Option<String> {
-        let syn::Expr::Call(call) = expr else { return None };
-        let syn::Expr::Path(p) = &*call.func else { return None };
-        let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let syn::Expr::Call(call) = expr else {
+            return None;
+        };
+        let syn::Expr::Path(p) = &*call.func else {
+            return None;
+        };
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
         if segs.len() < 2 || segs[segs.len() - 1] != "new" || segs[segs.len() - 2] != "Engine" {
             return None;
         }
         match call.args.first() {
-            Some(syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. })) if call.args.len() == 1 => {
-                Some(s.value())
-            }
+            Some(syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            })) if call.args.len() == 1 => Some(s.value()),
             _ => None,
         }
     }
@@ -204,7 +256,14 @@ impl Finder<'_> {
             calls.push(m);
             receiver = &*m.receiver;
         }
-        let Some(name) = self.engine_new(receiver) else { return false };
+        let Some(name) = self.engine_new(receiver) else {
+            return false;
+        };
+        // Only an emitted engine is built; a chain without `.emit()` (a test of the builder,
+        // `emit_to` with a hand-made context) references nothing.
+        if !calls.iter().any(|c| c.method == "emit") {
+            return true;
+        }
         calls.reverse();
         let mut args: Vec<Arg> = Vec::new();
         for call in calls {
@@ -213,10 +272,10 @@ impl Finder<'_> {
                 args.retain(|a| a.key != key);
                 args.push(Arg::new(key, v));
             };
-            let lit = call.args.first().map(|a| literal(a));
+            let lit = call.args.first().map(literal);
             match method.as_str() {
-                "model" | "hw" | "quant" | "format" | "generator" | "reference" | "max_seq" | "batch"
-                | "tp" => match lit {
+                "model" | "hw" | "quant" | "format" | "generator" | "reference" | "max_seq"
+                | "batch" | "tp" => match lit {
                     Some(Some(v)) => set(&mut args, &method, v),
                     _ => {
                         self.problem(
@@ -231,7 +290,10 @@ impl Finder<'_> {
                 "feature" => match lit {
                     Some(Some(ArgValue::Str(f))) => {
                         match args.iter_mut().find(|a| a.key == "features") {
-                            Some(Arg { value: ArgValue::List(l), .. }) => l.push(f),
+                            Some(Arg {
+                                value: ArgValue::List(l),
+                                ..
+                            }) => l.push(f),
                             _ => args.push(Arg::new("features", ArgValue::List(vec![f]))),
                         }
                     }
@@ -293,8 +355,22 @@ impl<'ast> Visit<'ast> for Finder<'_> {
         syn::visit::visit_item_struct(self, s);
     }
 
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        let was = self.in_test;
+        self.in_test |= is_test(&f.attrs);
+        syn::visit::visit_item_fn(self, f);
+        self.in_test = was;
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let was = self.in_test;
+        self.in_test |= is_test(&m.attrs);
+        syn::visit::visit_item_mod(self, m);
+        self.in_test = was;
+    }
+
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
-        if self.builder_chain(m) {
+        if !self.in_test && self.builder_chain(m) {
             // Arguments may hold further chains, the receiver chain does not.
             for a in &m.args {
                 self.visit_expr(a);
@@ -328,34 +404,56 @@ mod tests {
                 metainfer_build::Engine::new("Gpu").model("qwen2").hw("sm_89").quant("awq")
                     .feature("server").feature("chat").max_seq(4096).emit().unwrap();
                 let other = Engine::new("Bad").model(MODEL).emit();
+                let unemitted = Engine::new("Test").model("qwen2").emit_to(&out, &ckb, &ctx);
                 foo.bar().baz();
+            }
+
+            #[test]
+            fn builder_test() {
+                Engine::new("InTest").model("qwen2").hw("generic").quant("f32").emit().unwrap_err();
+                #[metainfer::engine(model = "qwen2", hw = "generic", quant = "f32")]
+                struct CompiledInTests;
             }
         "#;
         let (refs, problems) = scan_source(src, "demo/src/main.rs");
         let names: Vec<&str> = refs.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["Coder", "Small", "Gpu"]);
+        assert_eq!(names, ["Coder", "Small", "Gpu", "CompiledInTests"]);
         assert_eq!(refs[0].line, 4);
         assert_eq!(refs[0].location(), "demo/src/main.rs:4");
-        assert_eq!(refs[0].args[3], Arg::new("features", ArgValue::List(vec!["server".into()])));
+        assert_eq!(
+            refs[0].args[3],
+            Arg::new("features", ArgValue::List(vec!["server".into()]))
+        );
         assert_eq!(
             refs[2].args,
             vec![
                 Arg::str("model", "qwen2"),
                 Arg::str("hw", "sm_89"),
                 Arg::str("quant", "awq"),
-                Arg::new("features", ArgValue::List(vec!["server".into(), "chat".into()])),
+                Arg::new(
+                    "features",
+                    ArgValue::List(vec!["server".into(), "chat".into()])
+                ),
                 Arg::new("max_seq", ArgValue::Int(4096)),
             ]
         );
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].starts_with("demo/src/main.rs:17: engine `Bad`: the argument of `.model(…)` is not a literal"), "{problems:?}");
+        assert!(
+            problems[0].starts_with(
+                "demo/src/main.rs:17: engine `Bad`: the argument of `.model(…)` is not a literal"
+            ),
+            "{problems:?}"
+        );
     }
 
     #[test]
     fn unparsable_file_is_a_problem() {
         let (refs, problems) = scan_source("fn main( {", "x.rs");
         assert!(refs.is_empty());
-        assert!(problems[0].starts_with("x.rs:1: cannot parse"), "{problems:?}");
+        assert!(
+            problems[0].starts_with("x.rs:1: cannot parse"),
+            "{problems:?}"
+        );
     }
 
     #[test]

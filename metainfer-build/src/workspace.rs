@@ -9,7 +9,9 @@ pub fn workspace_root(start: &Path) -> PathBuf {
     let mut found = None;
     for dir in start.ancestors() {
         let manifest = dir.join("Cargo.toml");
-        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
         if let Ok(table) = text.parse::<toml::Table>() {
             if table.contains_key("workspace") {
                 found = Some(dir.to_path_buf());
@@ -35,8 +37,15 @@ pub fn display_path(path: &Path, root: &Path) -> String {
     let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     for r in [root, canon_root.as_path()] {
         if let Ok(rel) = path.strip_prefix(r) {
-            let s: Vec<_> = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect();
-            return if s.is_empty() { ".".to_string() } else { s.join("/") };
+            let s: Vec<_> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect();
+            return if s.is_empty() {
+                ".".to_string()
+            } else {
+                s.join("/")
+            };
         }
     }
     path.display().to_string()

@@ -13,7 +13,9 @@ const DIR_VAR: &str = "METAINFER_TEST_WRITER_DIR";
 /// Runs as a writer when spawned by `processes_write_one_key`; a no-op otherwise.
 #[test]
 fn writer_child() {
-    let Some(ws) = std::env::var_os(DIR_VAR) else { return };
+    let Some(ws) = std::env::var_os(DIR_VAR) else {
+        return;
+    };
     let ws = Path::new(&ws);
     let go = ws.join("go");
     let start = Instant::now();
@@ -24,7 +26,9 @@ fn writer_child() {
     let c = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "q8_0")]);
     let cache = Cache::new("cache", ws);
     let tag = format!("process {}", std::process::id());
-    let e = cache.write(&c, "digest", &common::candidate(&tag, true)).unwrap();
+    let e = cache
+        .write(&c, "digest", &common::candidate(&tag, true))
+        .unwrap();
     println!("WROTE {}", e.key);
 }
 
@@ -49,7 +53,11 @@ fn processes_write_one_key() {
     for child in children {
         let out = child.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(stdout.contains(&format!("WROTE {}", c.key())), "{stdout}");
     }
     let cache = Cache::new("cache", ws.path());

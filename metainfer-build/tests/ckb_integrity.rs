@@ -13,7 +13,11 @@ fn real_ckb() -> Ckb {
 fn ckb_check_passes() {
     let ckb = real_ckb();
     let problems = ckb.check();
-    assert!(problems.is_empty(), "`metainfer ckb check` problems:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "`metainfer ckb check` problems:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
@@ -22,7 +26,9 @@ fn every_model_and_file_quant_forms_constraints() {
     let models: Vec<String> = ckb
         .models
         .values()
-        .flat_map(|f| std::iter::once(f.family.clone()).chain(f.presets.iter().map(|p| p.name.clone())))
+        .flat_map(|f| {
+            std::iter::once(f.family.clone()).chain(f.presets.iter().map(|p| p.name.clone()))
+        })
         .collect();
     for model in &models {
         for q in ckb.quants.values().filter(|q| Ckb::is_file_quant(q)) {

@@ -20,7 +20,10 @@ fn workspace() -> Ws {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     };
-    w("Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\nexclude = [\"crates/skipped\"]\n");
+    w(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/*\"]\nexclude = [\"crates/skipped\"]\n",
+    );
     w("crates/app/Cargo.toml", "[package]\nname = \"app\"\n");
     w(
         "crates/app/src/main.rs",
@@ -31,10 +34,22 @@ fn workspace() -> Ws {
         "fn main() {\n    metainfer_build::Engine::new(\"Eight\").model(\"qwen2\").hw(\"generic\").quant(\"q8_0\").emit().unwrap();\n}\n",
     );
     // Not scanned: trybuild cases, nested target dirs, excluded members.
-    w("crates/app/tests/ui/bad.rs", "#[metainfer::engine(model = \"nope\")]\nstruct Bad;\n");
-    w("crates/app/target/x.rs", "#[metainfer::engine(model = \"nope\")]\nstruct Bad;\n");
-    w("crates/skipped/Cargo.toml", "[package]\nname = \"skipped\"\n");
-    w("crates/skipped/src/lib.rs", "#[metainfer::engine(model = \"nope\")]\nstruct Bad;\n");
+    w(
+        "crates/app/tests/ui/bad.rs",
+        "#[metainfer::engine(model = \"nope\")]\nstruct Bad;\n",
+    );
+    w(
+        "crates/app/target/x.rs",
+        "#[metainfer::engine(model = \"nope\")]\nstruct Bad;\n",
+    );
+    w(
+        "crates/skipped/Cargo.toml",
+        "[package]\nname = \"skipped\"\n",
+    );
+    w(
+        "crates/skipped/src/lib.rs",
+        "#[metainfer::engine(model = \"nope\")]\nstruct Bad;\n",
+    );
     Ws { _tmp: tmp, root }
 }
 
@@ -55,8 +70,12 @@ fn fill(ws: &Path, digest: &str) -> (String, String) {
     let cache = Cache::new("cache", ws);
     let small = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "f32")]);
     let eight = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "q8_0")]);
-    cache.replace(&small, digest, &common::candidate("small", true)).unwrap();
-    cache.replace(&eight, digest, &common::candidate("eight", true)).unwrap();
+    cache
+        .replace(&small, digest, &common::candidate("small", true))
+        .unwrap();
+    cache
+        .replace(&eight, digest, &common::candidate("eight", true))
+        .unwrap();
     (small.key(), eight.key())
 }
 
@@ -67,26 +86,50 @@ fn prepare_check_lists_missing_then_passes() {
     assert!(!ok);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "{err}");
-    assert!(lines.iter().any(|l| l.starts_with("missing: ") && l.contains("`Small` at crates/app/src/main.rs:1") && l.contains("no entry cache/")), "{err}");
-    assert!(lines.iter().any(|l| l.starts_with("missing: ") && l.contains("`Eight` at crates/app/build.rs:2")), "{err}");
-    assert_eq!(lines[2], "metainfer: prepare --check found 2 problem(s) (0 engine(s) current)");
+    assert!(
+        lines.iter().any(|l| l.starts_with("missing: ")
+            && l.contains("`Small` at crates/app/src/main.rs:1")
+            && l.contains("no entry cache/")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("missing: ") && l.contains("`Eight` at crates/app/build.rs:2")),
+        "{err}"
+    );
+    assert_eq!(
+        lines[2],
+        "metainfer: prepare --check found 2 problem(s) (0 engine(s) current)"
+    );
 
     let digest = Ckb::load(common::fixture_ckb_dir()).unwrap().digest();
     fill(&ws.root, &digest);
     let (ok, out, err) = metainfer(&ws.root, &["prepare", "--check"]);
     assert!(ok, "{err}");
-    assert_eq!(out, "metainfer: 2 engine(s) referenced, every entry in cache is current and verified\n");
+    assert_eq!(
+        out,
+        "metainfer: 2 engine(s) referenced, every entry in cache is current and verified\n"
+    );
     // Nothing to generate.
     let (ok, out, err) = metainfer(&ws.root, &["prepare"]);
     assert!(ok, "{err}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 2, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        2,
+        "{out}"
+    );
 }
 
 #[test]
 fn prepare_check_reports_stale_tampered_and_invalid() {
     let ws = workspace();
     let (small, eight) = fill(&ws.root, "an older ckb");
-    std::fs::write(ws.root.join("cache").join(&eight).join("gates.toml"), "edited").unwrap();
+    std::fs::write(
+        ws.root.join("cache").join(&eight).join("gates.toml"),
+        "edited",
+    )
+    .unwrap();
     std::fs::write(
         ws.root.join("crates/app/src/bad.rs"),
         "#[metainfer::engine(model = \"qwen2\", hw = \"generic\", quant = \"q4_k\")]\nstruct Bad;\n",
@@ -97,18 +140,28 @@ fn prepare_check_reports_stale_tampered_and_invalid() {
     assert!(err.contains("crates/app/src/bad.rs:1: engine `Bad`: quant `q4_k` is a tensor type, not a quantization of whole files"), "{err}");
     assert!(err.contains(&format!("stale: {} (model=qwen2 hw=generic quant=f32; `Small` at crates/app/src/main.rs:1): the ckb changed since it was generated; run `metainfer prepare`", &small[..16])), "{err}");
     assert!(err.contains(&format!("broken: {}", &eight[..16])), "{err}");
-    assert!(err.contains("gates.toml does not match its blake3 in manifest.toml"), "{err}");
+    assert!(
+        err.contains("gates.toml does not match its blake3 in manifest.toml"),
+        "{err}"
+    );
     assert!(err.contains("found 3 problem(s)"), "{err}");
 
     // prepare refuses to paper over a tampered entry without --refresh.
     std::fs::remove_file(ws.root.join("crates/app/src/bad.rs")).unwrap();
     let digest = Ckb::load(common::fixture_ckb_dir()).unwrap().digest();
     Cache::new("cache", &ws.root)
-        .replace(&common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "f32")]), &digest, &common::candidate("small", true))
+        .replace(
+            &common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "f32")]),
+            &digest,
+            &common::candidate("small", true),
+        )
         .unwrap();
     let (ok, _, err) = metainfer(&ws.root, &["prepare"]);
     assert!(!ok);
-    assert!(err.contains(&format!("broken    {}", &eight[..16])), "{err}");
+    assert!(
+        err.contains(&format!("broken    {}", &eight[..16])),
+        "{err}"
+    );
     assert!(err.contains("run `metainfer prepare --refresh`"), "{err}");
 }
 
@@ -121,22 +174,43 @@ fn ls_show_and_vendor() {
     let (ok, out, err) = metainfer(&ws.root, &["ls"]);
     assert!(ok, "{err}");
     let line = out.lines().find(|l| l.starts_with(&small[..16])).unwrap();
-    assert!(line.contains(" ok ") && line.contains("model=qwen2 hw=generic quant=f32") && line.ends_with("used by: Small"), "{out}");
-    assert!(out.lines().any(|l| l.starts_with(&eight[..16]) && l.ends_with("used by: Eight")), "{out}");
+    assert!(
+        line.contains(" ok ")
+            && line.contains("model=qwen2 hw=generic quant=f32")
+            && line.ends_with("used by: Small"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&eight[..16]) && l.ends_with("used by: Eight")),
+        "{out}"
+    );
 
     let (ok, out, err) = metainfer(&ws.root, &["show", &small[..10]]);
     assert!(ok, "{err}");
-    assert!(out.starts_with(&format!("# cache/{small}/manifest.toml\nkey = \"{small}\"")), "{out}");
-    assert!(out.contains(&format!("# cache/{small}/gates.toml\n[gate.dot_f32]")), "{out}");
+    assert!(
+        out.starts_with(&format!("# cache/{small}/manifest.toml\nkey = \"{small}\"")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("# cache/{small}/gates.toml\n[gate.dot_f32]")),
+        "{out}"
+    );
     assert!(out.ends_with("# status: ok\n"), "{out}");
     let (ok, _, err) = metainfer(&ws.root, &["show", "zz"]);
     assert!(!ok);
-    assert_eq!(err, "error: no entry with key zz in cache; `metainfer ls` lists them\n");
+    assert_eq!(
+        err,
+        "error: no entry with key zz in cache; `metainfer ls` lists them\n"
+    );
 
     let dest = ws.root.join("vendored");
     let (ok, out, err) = metainfer(&ws.root, &["vendor", dest.to_str().unwrap()]);
     assert!(ok, "{err}");
-    assert!(out.ends_with(&format!("metainfer: 2 entries in {}\n", dest.display())), "{out}");
+    assert!(
+        out.ends_with(&format!("metainfer: 2 entries in {}\n", dest.display())),
+        "{out}"
+    );
     let vendored = Cache::new(&dest, &ws.root);
     assert_eq!(vendored.keys().unwrap().len(), 2);
     let a = vendored.open(&small, None).unwrap();
@@ -159,14 +233,23 @@ fn ckb_check_exit_status() {
     let broken = ws.root.join("ckb");
     copy_dir(&common::fixture_ckb_dir(), &broken);
     std::fs::remove_file(broken.join("gates/e2e_tiny.rs")).unwrap();
-    let (ok, _, err) = metainfer(&ws.root, &["--ckb", broken.to_str().unwrap(), "ckb", "check"]);
+    let (ok, _, err) = metainfer(
+        &ws.root,
+        &["--ckb", broken.to_str().unwrap(), "ckb", "check"],
+    );
     assert!(!ok);
     assert_eq!(err, "ckb/gates/e2e_tiny.toml: source gates/e2e_tiny.rs does not exist\nckb check: 1 problem(s)\n");
     // A malformed file is an error naming it.
     std::fs::write(broken.join("models/qwen2.toml"), "family = 1\n").unwrap();
-    let (ok, _, err) = metainfer(&ws.root, &["--ckb", broken.to_str().unwrap(), "ckb", "check"]);
+    let (ok, _, err) = metainfer(
+        &ws.root,
+        &["--ckb", broken.to_str().unwrap(), "ckb", "check"],
+    );
     assert!(!ok);
-    assert!(err.starts_with("error: ") && err.contains("models/qwen2.toml"), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("models/qwen2.toml"),
+        "{err}"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -1,15 +1,9 @@
-// Activation forms for the dot kernels. A weight type's kernel dots one weight row with the
-// activation in the form ggml uses as that type's `vec_dot_type`, so that the integer parts of
-// the dot products are exactly ggml's: Q8_0 blocks for Q4_0/Q5_0/Q8_0 weights, Q8_K blocks for
-// the k-quants, x rounded to f16 / bf16 for F16 / BF16 weights, plain f32 for F32 weights.
-// The quantizers reproduce ggml's x86 CPU path bit for bit:
-// - q8_0 (ggml-cpu quantize_row_q8_0, AVX2 branch): amax = max |x|, d = amax/127 stored as f16
-//   (round to nearest even), id = 127/amax (0 when amax = 0), q = round_half_even(x*id) (the
-//   AVX2 branch's _mm256_round_ps(_MM_ROUND_NEAREST));
-// - q8_K (quantize_row_q8_K_ref, which x86 uses): max = the x with the largest |x| (first one on
-//   ties), iscale = -127/max, q = min(127, nearest_int(iscale*x)) with nearest_int rounding half
-//   to even, d = 1/iscale as f32, bsums[j] = sum of q[16j..16j+16]; an all-zero block gets
-//   d = 0, q = 0, bsums = 0.
+// Activation forms for the dot kernels: each weight type's kernel reads x in the form ggml uses as
+// that type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_K for the k-quants, x rounded to f16/bf16
+// for F16/BF16, plain f32 for F32), quantized bit for bit like ggml's x86 CPU path:
+// - q8_0 (quantize_row_q8_0, AVX2): d = amax/127 as f16 (nearest even), q = round_half_even(x*127/amax);
+// - q8_K (quantize_row_q8_K_ref): max = the first x of largest |x|, iscale = -127/max,
+//   q = min(127, nearest_int(iscale*x)), d = 1/iscale, bsums over 16; an all-zero block is all 0.
 
 /// Which form of an activation a weight type's dot kernel reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,7 +25,7 @@ pub(crate) struct BlockQ8_0 {
 const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
 
 impl BlockQ8_0 {
-    pub(crate) const ZERO: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
+    pub(crate) const ZERO: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] }; // an all-zero block
 }
 
 /// 256 activations quantized to 8 bits with one f32 scale and 16-element sums (ggml block_q8_K).
@@ -64,15 +58,11 @@ pub(crate) fn fp16_to_f32(h: u16) -> f32 {
 
 /// f32 to IEEE half bits, round to nearest even (what F16C's vcvtps2ph with imm 0 does).
 #[inline]
-pub(crate) fn f32_to_fp16(x: f32) -> u16 {
-    rt::half::f16::from_f32(x).to_bits()
-}
+pub(crate) fn f32_to_fp16(x: f32) -> u16 { rt::half::f16::from_f32(x).to_bits() }
 
 /// bf16 bits to f32 (exact).
 #[inline(always)]
-pub(crate) fn bf16_to_f32(h: u16) -> f32 {
-    f32::from_bits((h as u32) << 16)
-}
+pub(crate) fn bf16_to_f32(h: u16) -> f32 { f32::from_bits((h as u32) << 16) }
 
 /// f32 to bf16 bits exactly like ggml's GGML_FP32_TO_BF16: round to nearest even, NaN quieted.
 #[inline]
@@ -95,10 +85,7 @@ pub(crate) fn nearest_int(v: f32) -> i32 {
 pub(crate) fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     assert_eq!(x.len(), out.len() * 32, "quantize_row_q8_0: {} values for {} blocks", x.len(), out.len());
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
-        let mut amax = 0.0f32;
-        for &v in xs {
-            amax = amax.max(v.abs());
-        }
+        let amax = xs.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
         let d = amax / 127.0;
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         b.d = f32_to_fp16(d);
@@ -113,10 +100,7 @@ pub(crate) fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     assert_eq!(x.len(), out.len() * 256, "quantize_row_q8_k: {} values for {} blocks", x.len(), out.len());
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(256)) {
         // The first x of largest |x| (ggml's strict `>` scan), found in two vectorizable passes.
-        let mut amax = 0.0f32;
-        for &v in xs {
-            amax = amax.max(v.abs());
-        }
+        let amax = xs.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
         if amax == 0.0 || amax.is_nan() {
             *b = BlockQ8K::ZERO;
             continue;
@@ -184,25 +168,9 @@ impl Act {
     }
 
     /// Number of activations.
-    pub(crate) fn len(&self) -> usize {
-        self.f32.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.f32.is_empty()
-    }
-
-    /// Whether the form `kind` is present (for a non-empty activation).
-    pub(crate) fn has(&self, kind: ActKind) -> bool {
-        let n = self.f32.len();
-        match kind {
-            ActKind::F32 => true,
-            ActKind::F16 => self.f16.len() == n,
-            ActKind::BF16 => self.bf16.len() == n,
-            ActKind::Q8_0 => self.q8_0.len() * 32 == n && self.q8_0_d.len() == self.q8_0.len(),
-            ActKind::Q8K => self.q8_k.len() * 256 == n,
-        }
-    }
+    pub(crate) fn len(&self) -> usize { self.f32.len() }
+    /// Whether there are no activations.
+    pub(crate) fn is_empty(&self) -> bool { self.f32.is_empty() }
 
     /// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x
     /// itself for F32, the rounded x for F16/BF16, d*q for the quantized forms.
@@ -211,15 +179,12 @@ impl Act {
             ActKind::F32 => self.f32.iter().map(|&v| v as f64).collect(),
             ActKind::F16 => self.f16.iter().map(|&v| v as f64).collect(),
             ActKind::BF16 => self.bf16.iter().map(|&v| v as f64).collect(),
-            ActKind::Q8_0 => self
-                .q8_0
-                .iter()
-                .flat_map(|b| {
-                    let d = fp16_to_f32(b.d) as f64;
-                    b.qs.iter().map(move |&q| d * q as f64)
-                })
-                .collect(),
-            ActKind::Q8K => self.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect(),
+            ActKind::Q8_0 => {
+                self.q8_0.iter().flat_map(|b| b.qs.iter().map(move |&q| fp16_to_f32(b.d) as f64 * q as f64)).collect()
+            }
+            ActKind::Q8K => {
+                self.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect()
+            }
         }
     }
 }

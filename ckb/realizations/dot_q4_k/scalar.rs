@@ -97,3 +97,9 @@ pub(crate) fn dot_q4_k_scalar(row: &[u8], x: &Act) -> f32 {
     }
     sum
 }
+
+/// row . xs[t] for four activations (the portable form of the four-token kernel; the same
+/// values as four calls of dot_q4_k_scalar).
+pub(crate) fn dot4_q4_k_scalar(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+    [dot_q4_k_scalar(row, xs[0]), dot_q4_k_scalar(row, xs[1]), dot_q4_k_scalar(row, xs[2]), dot_q4_k_scalar(row, xs[3])]
+}

@@ -202,11 +202,11 @@ fn product(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
     }
 }
 
-/// `out = x / sqrt(mean(x²) + eps) * weight`, row by row (sum of squares in f64, as ggml).
+/// `out = x / sqrt(mean(x²) + eps) * weight`, row by row (squares in f32 summed in f64, as ggml).
 fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let d = weight.len();
     for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        let ss: f64 = xr.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
         let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
         for ((o, &v), &g) in or.iter_mut().zip(xr).zip(weight) {
             *o = v * scale * g;

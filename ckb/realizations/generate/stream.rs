@@ -4,16 +4,11 @@
 struct GenTextStream<'a> {
     stop: &'a [String],
     pending: Vec<u8>, // [< 4] bytes of an incomplete UTF-8 character
-    text: String,     // all text decoded so far (the generation's text, before trimming)
-    emitted: usize,   // bytes of `text` already handed out
-    stopped: bool,    // a stop string was found; `text` is truncated at its start
+    held: String,     // decoded text not handed out yet (it could begin a stop string)
+    stopped: bool,    // a stop string was found: nothing more is handed out
 }
 
-impl<'a> GenTextStream<'a> {
-    fn new(stop: &'a [String]) -> Self {
-        GenTextStream { stop, pending: Vec::new(), text: String::new(), emitted: 0, stopped: false }
-    }
-
+impl GenTextStream<'_> {
     /// Appends a token's bytes; returns the text that can be handed out now.
     fn push(&mut self, bytes: &[u8]) -> String {
         self.pending.extend_from_slice(bytes);
@@ -23,10 +18,10 @@ impl<'a> GenTextStream<'a> {
                 Ok(s) => (s.len(), None),
                 Err(e) => (e.valid_up_to(), e.error_len()),
             };
-            self.text.push_str(std::str::from_utf8(&self.pending[start..start + good]).unwrap_or(""));
+            self.held.push_str(std::str::from_utf8(&self.pending[start..start + good]).unwrap_or(""));
             start += good;
             let Some(bad) = bad else { break }; // all decoded, or an incomplete character at the end: kept
-            self.text.push('\u{FFFD}');
+            self.held.push('\u{FFFD}');
             start += bad;
         }
         self.pending.drain(..start);
@@ -35,34 +30,29 @@ impl<'a> GenTextStream<'a> {
 
     /// End of generation: the incomplete tail becomes U+FFFD, held-back text is released.
     fn finish(&mut self) -> String {
-        self.text.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.pending)));
+        self.held.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.pending)));
         self.take(true)
     }
 
-    /// Checks for stop strings in the unreleased text and returns what may be released.
+    /// Returns the held text up to the earliest stop string (then stops), or up to the longest tail
+    /// that is a proper prefix of a stop string (all of it when `last`).
     fn take(&mut self, last: bool) -> String {
         if self.stopped {
             return String::new();
         }
-        let fresh = &self.text[self.emitted..];
-        // The earliest stop string (none starts before `emitted`: such text was held back).
-        if let Some(i) = self.stop.iter().filter_map(|s| fresh.find(s.as_str())).min() {
-            let out = fresh[..i].to_string();
-            self.text.truncate(self.emitted + i);
-            self.emitted = self.text.len();
-            self.stopped = true;
-            return out;
-        }
-        // Hold back the longest tail of `fresh` that is a proper prefix of a stop string.
-        let fb = fresh.as_bytes();
+        let hb = self.held.as_bytes();
         let prefix_len = |s: &String| {
-            (1..s.len().min(fb.len() + 1)).rev().find(|&h| s.as_bytes().starts_with(&fb[fb.len() - h..]))
+            (1..s.len().min(hb.len() + 1)).rev().find(|&h| s.as_bytes().starts_with(&hb[hb.len() - h..]))
         };
-        let hold = if last { 0 } else { self.stop.iter().filter_map(prefix_len).max().unwrap_or(0) };
-        let end = self.text.len() - hold;
-        let out = self.text[self.emitted..end].to_string();
-        self.emitted = end;
-        out
+        let end = match self.stop.iter().filter_map(|s| self.held.find(s.as_str())).min() {
+            Some(i) => {
+                self.stopped = true;
+                i
+            }
+            None if last => hb.len(),
+            None => hb.len() - self.stop.iter().filter_map(prefix_len).max().unwrap_or(0),
+        };
+        self.held.drain(..end).collect()
     }
 }
 
@@ -103,8 +93,7 @@ impl Engine {
         if let Some((i, &bad)) = prompt_ids.iter().enumerate().find(|(_, &t)| t as usize >= n_vocab) {
             return Err(rt::Error::Params(format!("prompt token {i} is id {bad}, but the vocab has {n_vocab} tokens")));
         }
-        let limit = self.max_seq();
-        let needed = prompt_ids.len() + p.max_tokens;
+        let (limit, needed) = (self.max_seq(), prompt_ids.len() + p.max_tokens);
         if needed > limit {
             return Err(rt::Error::ContextFull { needed, limit });
         }
@@ -122,32 +111,28 @@ impl Engine {
 
         let t1 = std::time::Instant::now();
         let mut sampler = Sampler::new(p);
-        let mut recent: Vec<u32> = prompt_ids.to_vec(); // prompt + generated, for the penalty
-        let mut out: Vec<u32> = Vec::with_capacity(p.max_tokens);
-        let mut stream = GenTextStream::new(&p.stop);
+        let mut ids: Vec<u32> = prompt_ids.to_vec(); // prompt + generated (the penalty looks at both)
+        let mut stream = GenTextStream { stop: &p.stop, pending: Vec::new(), held: String::new(), stopped: false };
         let mut finish = rt::FinishReason::Length;
         for step in 0..p.max_tokens {
-            let id = sampler.sample(&mut logits, &recent);
+            let id = sampler.sample(&mut logits, &ids);
             if p.stop_at_eos && self.tok.is_eog(id) {
                 finish = rt::FinishReason::Stop;
                 break;
             }
-            out.push(id);
-            recent.push(id);
+            ids.push(id);
             let piece = stream.push(self.tok.token_bytes(id));
-            if !on_token(id, &piece) {
-                finish = rt::FinishReason::Cancelled;
-                break;
-            }
-            if stream.stopped {
-                finish = rt::FinishReason::Stop;
+            let cancelled = !on_token(id, &piece);
+            if cancelled || stream.stopped {
+                finish = if cancelled { rt::FinishReason::Cancelled } else { rt::FinishReason::Stop };
                 break;
             }
             if step + 1 < p.max_tokens {
-                // The last token's logits are not needed.
-                logits.copy_from_slice(self.forward(&[id], prompt_ids.len() + out.len() - 1)?);
+                // (The last token's logits are not needed.)
+                logits.copy_from_slice(self.forward(&[id], ids.len() - 1)?);
             }
         }
+        let out = ids.split_off(prompt_ids.len());
         if finish != rt::FinishReason::Cancelled {
             let rest = stream.finish();
             if !rest.is_empty() && !on_token(out.last().copied().unwrap_or(0), &rest) {

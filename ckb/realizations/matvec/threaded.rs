@@ -1,7 +1,9 @@
 // Matrix-vector and matrix-matrix products over quantized weight rows, on a persistent pool of
-// worker threads. Every output element is one call of the generated `dot_row(ty, row, x)` made
-// entirely by one thread, so results are bitwise identical for any thread count and between
-// `matvec` and `matmul`.
+// worker threads. Every output element is computed entirely by one thread, so results are
+// bitwise identical for any thread count: in `matvec` by one call of the generated
+// `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
+// kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
+// its gemv), the other tokens by `dot_row`.
 //
 // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
 // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -304,7 +306,9 @@ pub(crate) fn matvec(pool: &Pool, w: &QMatrix, x: &Act, out: &mut [f32]) {
 /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token.
 const MATMUL_TILE_ROWS: usize = 8;
 
-/// out[t * rows + r] = dot_row(w.ty, row r of w, xs[t]) for every token t and row r (prefill).
+/// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
+/// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
+/// the last n_tok % 4 tokens (and for every token of a type without one).
 /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
 /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
 pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -331,7 +335,24 @@ pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
         let mut tr = r0;
         while tr < r1 {
             let te = (tr + MATMUL_TILE_ROWS).min(r1);
-            for (t, x) in xs.iter().enumerate() {
+            // Tokens 0..n4 in groups of four with the type's four-token kernel where it has one,
+            // the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
+            let n4 = n_tok - n_tok % 4;
+            for t0 in (0..n4).step_by(4) {
+                let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
+                for r in tr..te {
+                    let row = &data[r * rb..(r + 1) * rb];
+                    let v = match dot_row4(ty, row, g) {
+                        Some(v) => v,
+                        None => [dot_row(ty, row, g[0]), dot_row(ty, row, g[1]), dot_row(ty, row, g[2]), dot_row(ty, row, g[3])],
+                    };
+                    for (k, vk) in v.into_iter().enumerate() {
+                        // SAFETY: element (t0 + k, r) belongs to this task only (r in r0..r1).
+                        unsafe { *o.0.add((t0 + k) * rows + r) = vk };
+                    }
+                }
+            }
+            for (t, x) in xs.iter().enumerate().skip(n4) {
                 for r in tr..te {
                     let v = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
                     // SAFETY: element (t, r) belongs to this task only (r in r0..r1).

@@ -12,9 +12,8 @@ impl SamplerRng {
         let mut x = seed;
         let mut next = || {
             x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let z = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         };
         SamplerRng { s: [next(), next(), next(), next()] }
@@ -85,8 +84,7 @@ impl Sampler {
         if let Some(id) = self.filter(logits, recent) {
             return id;
         }
-        let total: f64 = self.cand.iter().map(|c| c.1 as f64).sum();
-        let r = self.rng.next_f64() * total;
+        let r = self.rng.next_f64() * self.cand.iter().map(|c| c.1 as f64).sum::<f64>();
         let mut acc = 0.0f64;
         let hit = self.cand.iter().find(|c| {
             acc += c.1 as f64;
@@ -100,17 +98,15 @@ impl Sampler {
         if let Some(id) = self.filter(logits, recent) {
             return vec![(id, 1.0)];
         }
-        let mut out = self.cand.clone();
-        out.sort_unstable_by(cand_order);
-        let total: f64 = out.iter().map(|c| c.1 as f64).sum();
-        out.iter_mut().for_each(|c| c.1 = (c.1 as f64 / total) as f32);
-        out
+        self.cand.sort_unstable_by(cand_order);
+        let total: f64 = self.cand.iter().map(|c| c.1 as f64).sum();
+        self.cand.iter().map(|&(id, p)| (id, (p as f64 / total) as f32)).collect()
     }
 
     /// Penalty and filters; `Some(id)` when no draw is needed, else the kept candidates are in `self.cand`.
     fn filter(&mut self, logits: &mut [f32], recent: &[u32]) -> Option<u32> {
         apply_repeat_penalty(logits, recent, self.p.repeat_last_n, self.p.repeat_penalty, &mut self.seen);
-        if !(self.p.temperature > 0.0) || logits.is_empty() {
+        if !(self.p.temperature > 0.0) {
             return Some(argmax(logits));
         }
         // Candidates without NaN / -inf; a +inf logit wins outright (lowest such id).
@@ -123,13 +119,11 @@ impl Sampler {
             return Some(argmax(logits));
         }
         // Top-k: partial selection, then only the k survivors are sorted.
-        let mut sorted = false;
-        if self.p.top_k > 0 && self.p.top_k < self.cand.len() {
-            let k = self.p.top_k;
+        let (k, sorted) = (self.p.top_k, self.p.top_k > 0 && self.p.top_k < self.cand.len());
+        if sorted {
             self.cand.select_nth_unstable_by(k - 1, cand_order);
             self.cand.truncate(k);
             self.cand.sort_unstable_by(cand_order);
-            sorted = true;
         }
         // Softmax with temperature (in place: .1 becomes the probability).
         let max = self.cand.iter().fold(f32::NEG_INFINITY, |m, c| m.max(c.1));
@@ -142,10 +136,21 @@ impl Sampler {
         }
         let inv_sum = (1.0 / sum) as f32;
         self.cand.iter_mut().for_each(|c| c.1 *= inv_sum);
-        // Top-p: the smallest prefix (by probability) whose mass reaches top_p.
+        // Top-p: the smallest prefix (by probability) whose mass reaches top_p. Unless top-k sorted already,
+        // sort only the p >= 1e-6 head when its mass reaches top_p (the cut falls inside it), else all.
         if self.p.top_p < 1.0 && self.cand.len() > 1 {
             if !sorted {
-                self.sort_for_top_p();
+                let mut w = 0;
+                for r in 0..self.cand.len() {
+                    if self.cand[r].1 >= 1e-6 {
+                        self.cand.swap(w, r);
+                        w += 1;
+                    }
+                }
+                self.cand[..w].sort_unstable_by(cand_order);
+                if self.cand[..w].iter().map(|c| c.1 as f64).sum::<f64>() < self.p.top_p as f64 {
+                    self.cand.sort_unstable_by(cand_order);
+                }
             }
             let mut cum = 0.0f64;
             let keep = self.cand.iter().position(|c| {
@@ -160,20 +165,5 @@ impl Sampler {
             self.cand.retain(|c| c.1 >= thr);
         }
         None
-    }
-
-    /// Sorts for top-p: only the p >= 1e-6 head when its mass reaches top_p (the cut falls inside), else all.
-    fn sort_for_top_p(&mut self) {
-        let mut w = 0;
-        for r in 0..self.cand.len() {
-            if self.cand[r].1 >= 1e-6 {
-                self.cand.swap(w, r);
-                w += 1;
-            }
-        }
-        self.cand[..w].sort_unstable_by(cand_order);
-        if self.cand[..w].iter().map(|c| c.1 as f64).sum::<f64>() < self.p.top_p as f64 {
-            self.cand.sort_unstable_by(cand_order);
-        }
     }
 }

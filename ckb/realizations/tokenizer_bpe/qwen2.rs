@@ -20,7 +20,7 @@ const EOG_NAMES: [&str; 12] = [
     "<|end_of_text|>", "<EOT>", "_<EOT>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
 ];
 
-/// A small hasher for the merge table's u64 keys (murmur3's fmix64, so the index bits see both ids).
+/// A small hasher for token ids and texts (finished by murmur3's fmix64: the index bits see every input bit).
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IdHasher(u64);
 
@@ -31,24 +31,57 @@ impl Hasher for IdHasher {
         h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
         h ^ (h >> 33)
     }
-    fn write(&mut self, bytes: &[u8]) { bytes.iter().for_each(|&b| self.write_u64(b as u64)) }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
     fn write_u64(&mut self, v: u64) { self.0 = self.0.rotate_left(5) ^ v }
 }
 
 type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
-/// GPT-2 byte→unicode table: printable latin-1 bytes map to themselves, the others to U+0100…
-pub(crate) fn gpt2_byte_chars() -> [char; 256] {
-    let mut out = ['\0'; 256];
-    let mut extra = 0u32;
-    for b in 0..256u32 {
-        let printable = (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
-        if !printable {
-            extra += 1;
+/// Vocab text -> id: the texts concatenated plus an open-addressing table (no per-token allocation).
+pub(crate) struct TextIndex {
+    text: Vec<u8>,   // [sum of text lengths] every token's vocab text, concatenated
+    offs: Vec<u32>,  // [n_vocab + 1] token i is text[offs[i]..offs[i+1]]
+    slots: Vec<u32>, // [power of two >= 2 n_vocab] id + 1, 0 = empty
+}
+
+impl TextIndex {
+    fn new(tokens: &[String]) -> TextIndex {
+        let (mut text, mut offs) = (Vec::new(), vec![0u32]);
+        for t in tokens {
+            text.extend_from_slice(t.as_bytes());
+            offs.push(text.len() as u32);
         }
-        out[b as usize] = char::from_u32(if printable { b } else { 255 + extra }).unwrap_or('\0');
+        let mut idx = TextIndex { text, offs, slots: vec![0; (2 * tokens.len()).next_power_of_two().max(16)] };
+        for i in 0..tokens.len() {
+            if let Err(j) = idx.find(idx.get_text(i)) {
+                idx.slots[j] = i as u32 + 1; // a duplicate text keeps the first id, as in llama.cpp
+            }
+        }
+        idx
     }
-    out
+
+    fn get_text(&self, i: usize) -> &[u8] { &self.text[self.offs[i] as usize..self.offs[i + 1] as usize] }
+
+    /// Ok(the id of `t`), or Err(the empty slot where it would go).
+    fn find(&self, t: &[u8]) -> Result<u32, usize> {
+        let mut h = IdHasher::default();
+        h.write(t);
+        let mask = self.slots.len() - 1;
+        let mut j = h.finish() as usize & mask;
+        loop {
+            match self.slots[j] {
+                0 => return Err(j),
+                s if self.get_text(s as usize - 1) == t => return Ok(s - 1),
+                _ => j = (j + 1) & mask,
+            }
+        }
+    }
+
+    fn get(&self, t: &str) -> Option<u32> { self.find(t.as_bytes()).ok() }
 }
 
 /// A tokenizer read from the model file.
@@ -56,7 +89,7 @@ pub struct Tokenizer {
     bytes: Vec<u8>,                 // [sum of token byte lengths] raw bytes of every token, concatenated
     offs: Vec<u32>,                 // [n_vocab + 1] token i is bytes[offs[i]..offs[i+1]]
     types: Vec<u8>,                 // [n_vocab] token type (TOKEN_*)
-    by_text: HashMap<String, u32>,  // vocab text (as stored in the file) -> id
+    by_text: TextIndex,             // vocab text (as stored in the file) -> id
     byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte
     merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
     specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
@@ -105,9 +138,8 @@ impl Tokenizer {
             Some(_) => {
                 let raw = g.get_i32_array("tokenizer.ggml.token_type")?;
                 if raw.len() != n {
-                    let m = raw.len();
-                    let msg = format!("tokenizer.ggml.token_type has {m} entries but tokenizer.ggml.tokens has {n}");
-                    return Err(err(msg));
+                    let (key, m) = ("tokenizer.ggml.token_type", raw.len());
+                    return Err(err(format!("{key} has {m} entries but tokenizer.ggml.tokens has {n}")));
                 }
                 let check = |(i, &t): (usize, &i32)| match t {
                     1..=6 => Ok(t as u8),
@@ -116,13 +148,16 @@ impl Tokenizer {
                 raw.iter().enumerate().map(check).collect::<rt::Result<_>>()?
             }
         };
-
-        // Raw bytes of every token: byte-level decode for normal/byte tokens, text otherwise.
-        let byte_chars = gpt2_byte_chars();
-        let mut inv = [-1i16; 0x144]; // code point -> byte (all GPT-2 chars are below U+0144)
-        for (b, c) in byte_chars.iter().enumerate() {
-            inv[*c as usize] = b as i16;
+        // GPT-2 byte→unicode map: printable latin-1 bytes map to themselves, the other 68 to U+0100… in order.
+        let (mut byte_chars, mut inv, mut extra) = (['\0'; 256], [-1i16; 0x144], 255); // inv: code point -> byte
+        for b in 0..256u32 {
+            let printable = (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
+            extra += !printable as u32;
+            let cp = if printable { b } else { extra };
+            byte_chars[b as usize] = char::from_u32(cp).unwrap_or('\0');
+            inv[cp as usize] = b as i16;
         }
+        // Raw bytes of every token: byte-level decode for normal/byte tokens, text otherwise.
         let mut bytes = Vec::with_capacity(n * 8);
         let mut offs = vec![0u32];
         for (i, s) in tokens.iter().enumerate() {
@@ -141,21 +176,15 @@ impl Tokenizer {
             }
             offs.push(bytes.len() as u32);
         }
-        let mut by_text = HashMap::with_capacity(n);
-        for (i, t) in tokens.iter().enumerate() {
-            by_text.entry(t.clone()).or_insert(i as u32); // a duplicate text keeps the first id, as in llama.cpp
-        }
-
+        let by_text = TextIndex::new(tokens);
         let mut byte_ids = [0u32; 256];
         for (b, c) in byte_chars.iter().enumerate() {
             let why = "a byte-level BPE vocab needs all 256";
             let lacks = || err(format!("tokenizer.ggml.tokens lacks the byte token {c:?} for byte 0x{b:02x}; {why}"));
-            byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4]) as &str).copied().ok_or_else(lacks)?;
+            byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4])).ok_or_else(lacks)?;
         }
-
         let merge_list = g.get_str_array("tokenizer.ggml.merges")?;
-        let mut merges: IdMap<u64, (u32, u32)> = IdMap::default();
-        merges.reserve(merge_list.len());
+        let mut merges: IdMap<u64, (u32, u32)> = IdMap::with_capacity_and_hasher(merge_list.len(), Default::default());
         for (rank, m) in merge_list.iter().enumerate() {
             let bad = |why: &str| err(format!("tokenizer.ggml.merges[{rank}] = {m:?}: {why}"));
             let (a, b) = m.split_once(' ').ok_or_else(|| bad("expected two tokens separated by a space"))?;
@@ -163,12 +192,11 @@ impl Tokenizer {
                 return Err(bad("expected two tokens separated by one space"));
             }
             let missing = |t: &str, what: &str| bad(&format!("{what}{t:?} is not in the vocab"));
-            let id = |t: &str, what: &str| by_text.get(t).copied().ok_or_else(|| missing(t, what));
+            let id = |t: &str, what: &str| by_text.get(t).ok_or_else(|| missing(t, what));
             let (ia, ib, ij) = (id(a, "")?, id(b, "")?, id(&format!("{a}{b}"), "the merged token ")?);
             // The first (lowest) rank of a repeated pair wins.
             merges.entry(((ia as u64) << 32) | ib as u64).or_insert((rank as u32, ij));
         }
-
         let check_id = |key: &str| -> rt::Result<Option<u32>> {
             match g.get_u32_opt(key)? {
                 Some(id) if id as usize >= n => Err(err(format!("{key} is {id}, but the vocab has {n} tokens"))),
@@ -194,15 +222,11 @@ impl Tokenizer {
         let len_of = |id: u32| offs[id as usize + 1] - offs[id as usize];
         specials.sort_by(|x, y| len_of(y.0).cmp(&len_of(x.0)).then(x.0.cmp(&y.0)));
 
-        let mut eog: Vec<u32> = eos.into_iter().collect();
-        for id in EOG_NAMES.iter().filter_map(|name| by_text.get(*name).copied()) {
-            let t = types[id as usize];
-            if (t == TOKEN_CONTROL || t == TOKEN_USER_DEFINED) && !eog.contains(&id) {
-                eog.push(id);
-            }
-        }
+        let eog_type = |&id: &u32| matches!(types[id as usize], TOKEN_CONTROL | TOKEN_USER_DEFINED);
+        let mut eog: Vec<u32> = EOG_NAMES.iter().filter_map(|name| by_text.get(name)).filter(eog_type).collect();
+        eog.extend(eos);
         eog.sort_unstable();
-
+        eog.dedup();
         let regex = rt::fancy_regex::Regex::new(QWEN2_PRE_REGEX).map_err(|e| err(format!("pre-tokenizer regex: {e}")))?;
         Ok(Tokenizer {
             bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regex, eos, bos, add_bos, eog,
@@ -212,7 +236,7 @@ impl Tokenizer {
     /// Vocabulary size (rows of the embedding / logits).
     pub fn n_vocab(&self) -> usize { self.types.len() }
     /// The id of the token whose vocab text (as stored in the model file) is `text`.
-    pub fn token_id(&self, text: &str) -> Option<u32> { self.by_text.get(text).copied() }
+    pub fn token_id(&self, text: &str) -> Option<u32> { self.by_text.get(text) }
     /// True for control tokens (e.g. `<|im_end|>`).
     pub fn is_control(&self, id: u32) -> bool { self.types.get(id as usize) == Some(&TOKEN_CONTROL) }
     /// End-of-generation ids: eos plus the end-of-turn tokens the vocab has.

@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use metainfer_build::cache::{Cache, CacheError, Entry};
+use metainfer_build::cache::{Cache, CacheError};
 use metainfer_build::scan::{scan_workspace, Reference};
 use metainfer_build::workspace::{display_path, workspace_root};
 use metainfer_build::{chain, ensure, BuildContext, Ckb, Constraints, Mode};
@@ -22,8 +22,28 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// `println!` that ignores a closed stdout (`metainfer show KEY | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! out_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 #[derive(Parser)]
-#[command(name = "metainfer", version, about = "Prepare, check and inspect MetaInfer engine caches")]
+#[command(
+    name = "metainfer",
+    version,
+    about = "Prepare, check and inspect MetaInfer engine caches"
+)]
 struct Cli {
     /// The workspace [default: the outermost cargo workspace around the current directory].
     #[arg(long, global = true, value_name = "DIR")]
@@ -46,7 +66,7 @@ enum Cmd {
         #[arg(long)]
         refresh: bool,
     },
-    /// Copy verified entries into DIR (as a cache directory: DIR/<key>/).
+    /// Copy verified entries into DIR (as a cache directory: `DIR/<key>/`).
     Vendor {
         dir: PathBuf,
         /// Keys or unique key prefixes [default: every engine the workspace references].
@@ -104,11 +124,17 @@ impl Env {
 /// `Ok(false)`: problems were printed, exit nonzero.
 fn run(cli: Cli) -> anyhow::Result<bool> {
     let ws = match cli.workspace {
-        Some(w) => std::fs::canonicalize(&w).with_context(|| format!("workspace {}", w.display()))?,
+        Some(w) => {
+            std::fs::canonicalize(&w).with_context(|| format!("workspace {}", w.display()))?
+        }
         None => workspace_root(&std::env::current_dir()?),
     };
     let ckb_root = cli.ckb.unwrap_or_else(Ckb::default_root);
-    let env = Env { cache: Cache::from_env(&ws), ws, ckb_root };
+    let env = Env {
+        cache: Cache::from_env(&ws),
+        ws,
+        ckb_root,
+    };
     match cli.cmd {
         Cmd::Prepare { check: true, .. } => prepare_check(&env),
         Cmd::Prepare { refresh, .. } => prepare(&env, refresh),
@@ -128,8 +154,17 @@ struct Wanted {
 
 impl Wanted {
     fn describe(&self) -> String {
-        let names: Vec<String> = self.refs.iter().map(|r| format!("`{}` at {}", r.name, r.location())).collect();
-        format!("{} ({}; {})", &self.c.key()[..16], self.c.summary(), names.join(", "))
+        let names: Vec<String> = self
+            .refs
+            .iter()
+            .map(|r| format!("`{}` at {}", r.name, r.location()))
+            .collect();
+        format!(
+            "{} ({}; {})",
+            &self.c.key()[..16],
+            self.c.summary(),
+            names.join(", ")
+        )
     }
 }
 
@@ -140,8 +175,20 @@ fn referenced(env: &Env, ckb: &Ckb) -> (BTreeMap<String, Wanted>, Vec<String>) {
     let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
     for r in scan.references {
         match Constraints::from_args(&r.args, ckb) {
-            Ok(c) => wanted.entry(c.key()).or_insert_with(|| Wanted { c, refs: Vec::new() }).refs.push(r),
-            Err(e) => problems.push(format!("{}: engine `{}`: {}", r.location(), r.name, e.message)),
+            Ok(c) => wanted
+                .entry(c.key())
+                .or_insert_with(|| Wanted {
+                    c,
+                    refs: Vec::new(),
+                })
+                .refs
+                .push(r),
+            Err(e) => problems.push(format!(
+                "{}: engine `{}`: {}",
+                r.location(),
+                r.name,
+                e.message
+            )),
         }
     }
     (wanted, problems)
@@ -150,9 +197,9 @@ fn referenced(env: &Env, ckb: &Ckb) -> (BTreeMap<String, Wanted>, Vec<String>) {
 /// The state of a referenced engine's entry.
 enum State {
     Missing,
-    Current(Entry),
-    Stale(Entry, Vec<String>),
-    GatesFailed(Entry),
+    Current,
+    Stale(Vec<String>),
+    GatesFailed,
     Broken(CacheError),
 }
 
@@ -163,13 +210,13 @@ fn state(env: &Env, c: &Constraints, digest: &str) -> State {
     }
     match env.cache.open(&key, Some(c)) {
         Err(e) => State::Broken(e),
-        Ok(e) if !e.manifest.gates_passed => State::GatesFailed(e),
+        Ok(e) if !e.manifest.gates_passed => State::GatesFailed,
         Ok(e) => {
             let why = e.staleness(digest);
             if why.is_empty() {
-                State::Current(e)
+                State::Current
             } else {
-                State::Stale(e, why)
+                State::Stale(why)
             }
         }
     }
@@ -184,10 +231,17 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
         let key = w.c.key();
         let dir = format!("{}/{key}", env.cache.shown());
         match state(env, &w.c, &digest) {
-            State::Current(_) => ok += 1,
-            State::Missing => problems.push(format!("missing: {}: no entry {dir}; run `metainfer prepare`", w.describe())),
-            State::Stale(_, why) => problems.push(format!("stale: {}: {}; run `metainfer prepare`", w.describe(), why.join(", "))),
-            State::GatesFailed(_) => problems.push(format!(
+            State::Current => ok += 1,
+            State::Missing => problems.push(format!(
+                "missing: {}: no entry {dir}; run `metainfer prepare`",
+                w.describe()
+            )),
+            State::Stale(why) => problems.push(format!(
+                "stale: {}: {}; run `metainfer prepare`",
+                w.describe(),
+                why.join(", ")
+            )),
+            State::GatesFailed => problems.push(format!(
                 "gates failed: {}: {dir} did not pass its gates; run `metainfer prepare --refresh`",
                 w.describe()
             )),
@@ -195,13 +249,19 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
         }
     }
     if problems.is_empty() {
-        println!("metainfer: {ok} engine(s) referenced, every entry in {} is current and verified", env.cache.shown());
+        out!(
+            "metainfer: {ok} engine(s) referenced, every entry in {} is current and verified",
+            env.cache.shown()
+        );
         return Ok(true);
     }
     for p in &problems {
         eprintln!("{p}");
     }
-    eprintln!("metainfer: prepare --check found {} problem(s) ({ok} engine(s) current)", problems.len());
+    eprintln!(
+        "metainfer: prepare --check found {} problem(s) ({ok} engine(s) current)",
+        problems.len()
+    );
     Ok(false)
 }
 
@@ -214,10 +274,17 @@ fn prepare(env: &Env, refresh: bool) -> anyhow::Result<bool> {
         eprintln!("{p}");
     }
     let ctx = env.context()?;
+    let swept = env.cache.sweep(std::time::Duration::from_secs(3600));
+    if swept > 0 {
+        out!(
+            "metainfer: removed {swept} leftover temp director{} of interrupted writes",
+            if swept == 1 { "y" } else { "ies" }
+        );
+    }
     for w in wanted.values() {
         let mode = match state(env, &w.c, &digest) {
-            State::Current(_) if !refresh => {
-                println!("ok        {}", w.describe());
+            State::Current if !refresh => {
+                out!("ok        {}", w.describe());
                 continue;
             }
             State::Broken(e) if !refresh => {
@@ -230,7 +297,7 @@ fn prepare(env: &Env, refresh: bool) -> anyhow::Result<bool> {
         };
         let ctx = ctx.clone().with_mode(mode, "metainfer prepare");
         match ensure(&w.c, &ckb, &ctx) {
-            Ok(e) => println!("generated {} -> {}", w.describe(), env.show(&e.dir)),
+            Ok(e) => out!("generated {} -> {}", w.describe(), env.show(&e.dir)),
             Err(e) => {
                 eprintln!("failed    {}: {e}", w.describe());
                 failed += 1;
@@ -249,7 +316,10 @@ fn resolve_key(env: &Env, key: &str) -> anyhow::Result<String> {
     let matches: Vec<&String> = keys.iter().filter(|k| k.starts_with(key)).collect();
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
-        [] => bail!("no entry with key {key} in {}; `metainfer ls` lists them", env.cache.shown()),
+        [] => bail!(
+            "no entry with key {key} in {}; `metainfer ls` lists them",
+            env.cache.shown()
+        ),
         many => bail!(
             "key prefix {key} matches {} entries in {}; give more of the key",
             many.len(),
@@ -270,22 +340,35 @@ fn vendor(env: &Env, dir: &Path, keys: &[String]) -> anyhow::Result<bool> {
         }
         wanted.into_keys().collect()
     } else {
-        keys.iter().map(|k| resolve_key(env, k)).collect::<anyhow::Result<_>>()?
+        keys.iter()
+            .map(|k| resolve_key(env, k))
+            .collect::<anyhow::Result<_>>()?
     };
     let cwd = std::env::current_dir()?;
     let dest = Cache::new(metainfer_build::workspace::resolve(dir, &cwd), cwd);
     for key in &keys {
         if !env.cache.dir.join(key).exists() {
-            bail!("no entry {}/{key}; run `metainfer prepare` first", env.cache.shown());
+            bail!(
+                "no entry {}/{key}; run `metainfer prepare` first",
+                env.cache.shown()
+            );
         }
         let entry = env.cache.open(key, None)?;
         if !entry.manifest.gates_passed {
-            bail!("entry {} did not pass its gates and cannot be vendored", env.show(&entry.dir));
+            bail!(
+                "entry {} did not pass its gates and cannot be vendored",
+                env.show(&entry.dir)
+            );
         }
         let copied = dest.import(&entry)?;
-        println!("vendored  {} -> {}", &key[..16], copied.dir.display());
+        out!("vendored  {} -> {}", &key[..16], copied.dir.display());
     }
-    println!("metainfer: {} entr{} in {}", keys.len(), if keys.len() == 1 { "y" } else { "ies" }, dest.dir.display());
+    out!(
+        "metainfer: {} entr{} in {}",
+        keys.len(),
+        if keys.len() == 1 { "y" } else { "ies" },
+        dest.dir.display()
+    );
     Ok(true)
 }
 
@@ -295,12 +378,18 @@ fn ls(env: &Env) -> anyhow::Result<bool> {
     let (wanted, _) = referenced(env, &ckb);
     let keys = env.cache.keys()?;
     if keys.is_empty() {
-        println!("no entries in {}", env.cache.shown());
+        out!("no entries in {}", env.cache.shown());
     }
     for key in &keys {
         let used = wanted
             .get(key)
-            .map(|w| w.refs.iter().map(|r| r.name.clone()).collect::<Vec<_>>().join(","))
+            .map(|w| {
+                w.refs
+                    .iter()
+                    .map(|r| r.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
             .unwrap_or_else(|| "-".to_string());
         match env.cache.open(key, None) {
             Ok(e) => {
@@ -311,14 +400,28 @@ fn ls(env: &Env) -> anyhow::Result<bool> {
                 } else {
                     "ok".to_string()
                 };
-                println!("{}  {status:<12}  {:<50}  used by: {used}", &key[..16.min(key.len())], e.manifest.constraints.summary());
+                out!(
+                    "{}  {status:<12}  {:<50}  used by: {used}",
+                    &key[..16.min(key.len())],
+                    e.manifest.constraints.summary()
+                );
             }
-            Err(err) => println!("{}  {:<12}  {err}", &key[..16.min(key.len())], "broken"),
+            Err(err) => out!("{}  {:<12}  {err}", &key[..16.min(key.len())], "broken"),
         }
     }
     for (key, w) in &wanted {
         if !keys.contains(key) {
-            println!("{}  {:<12}  {:<50}  used by: {}", &key[..16], "missing", w.c.summary(), w.refs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(","));
+            out!(
+                "{}  {:<12}  {:<50}  used by: {}",
+                &key[..16],
+                "missing",
+                w.c.summary(),
+                w.refs
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
         }
     }
     Ok(true)
@@ -329,12 +432,12 @@ fn show(env: &Env, key: &str) -> anyhow::Result<bool> {
     let dir = env.cache.dir.join(&key);
     for file in ["manifest.toml", "gates.toml"] {
         let p = dir.join(file);
-        println!("# {}", env.show(&p));
+        out!("# {}", env.show(&p));
         match std::fs::read_to_string(&p) {
-            Ok(text) => print!("{text}"),
-            Err(e) => println!("(cannot read: {e})"),
+            Ok(text) => out_raw!("{text}"),
+            Err(e) => out!("(cannot read: {e})"),
         }
-        println!();
+        out!();
     }
     match env.cache.open(&key, None) {
         Ok(e) => {
@@ -344,11 +447,11 @@ fn show(env: &Env, key: &str) -> anyhow::Result<bool> {
                 (true, true) => "ok".to_string(),
                 (true, false) => format!("stale: {}", stale.join(", ")),
             };
-            println!("# status: {status}");
+            out!("# status: {status}");
             Ok(true)
         }
         Err(e) => {
-            println!("# status: broken: {e}");
+            out!("# status: broken: {e}");
             Ok(false)
         }
     }
@@ -361,18 +464,28 @@ fn verify(env: &Env, key: &str) -> anyhow::Result<bool> {
     let engine = std::fs::read_to_string(entry.engine_path())
         .with_context(|| format!("reading {}", env.show(&entry.engine_path())))?;
     let ctx = env.context()?;
-    let (gates, passed) = chain::reverify(&entry.manifest.constraints, &ckb, &engine, &ctx.chain_options())
-        .with_context(|| format!("verifying {}", env.show(&entry.dir)))?;
+    let (gates, passed) = chain::reverify(
+        &entry.manifest.constraints,
+        &ckb,
+        &engine,
+        &ctx.chain_options(),
+    )
+    .with_context(|| format!("verifying {}", env.show(&entry.dir)))?;
     let old = std::fs::read(entry.path("gates.toml")).unwrap_or_default();
+    let gates_path = env.show(&entry.path("gates.toml"));
     if old != gates || entry.manifest.gates_passed != passed {
-        let updated = env.cache.update_gates(&entry, &gates, passed)?;
-        println!("metainfer: gate results changed; rewrote {}/gates.toml and manifest.toml", env.show(&updated.dir));
+        env.cache.update_gates(&entry, &gates, passed)?;
+        out!("metainfer: gate results changed; rewrote {gates_path} and its manifest.toml");
     } else {
-        println!("metainfer: gate results unchanged");
+        out!("metainfer: gate results unchanged ({gates_path})");
     }
-    print!("{}", String::from_utf8_lossy(&gates));
-    if !passed {
-        eprintln!("metainfer: {} failed its gates; it will not be served until `metainfer prepare --refresh` regenerates it", env.show(&entry.dir));
+    if passed {
+        out!("metainfer: {} passed its gates", env.show(&entry.dir));
+    } else {
+        eprintln!(
+            "metainfer: {} failed its gates (see {gates_path}); it will not be served until `metainfer prepare --refresh` regenerates it",
+            env.show(&entry.dir)
+        );
     }
     Ok(passed)
 }
@@ -384,7 +497,7 @@ fn ckb_check(env: &Env) -> anyhow::Result<bool> {
     for p in &problems {
         eprintln!("{root}/{p}");
     }
-    println!(
+    out!(
         "ckb {root}: {} contracts, {} model families, {} quants, {} targets, {} gates, {} failure modes; digest {}",
         ckb.contracts.len(),
         ckb.models.len(),
@@ -395,7 +508,7 @@ fn ckb_check(env: &Env) -> anyhow::Result<bool> {
         &ckb.digest()[..16]
     );
     if problems.is_empty() {
-        println!("ckb check: no problems");
+        out!("ckb check: no problems");
         Ok(true)
     } else {
         eprintln!("ckb check: {} problem(s)", problems.len());

@@ -194,7 +194,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
             .entry
             .clone()
             .ok_or_else(|| ChainError::Plan(format!("realization of '{contract}' names no entry function")))?;
-        types.push((name, t.id.clone(), entry, is_unsafe));
+        types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone()));
     }
     let mut s = String::new();
     let names: Vec<String> = types.iter().map(|(n, ..)| format!("GgmlType::{n}")).collect();
@@ -215,7 +215,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "#[inline]");
     let _ = writeln!(s, "pub(crate) fn dot_row(ty: GgmlType, row: &[u8], x: &Act) -> f32 {{");
     let _ = writeln!(s, "    match ty {{");
-    for (n, _, entry, is_unsafe) in &types {
+    for (n, _, entry, is_unsafe, _) in &types {
         if *is_unsafe {
             let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
             let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {entry}(row, x) }},");
@@ -224,6 +224,24 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         }
     }
     let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s.push('\n');
+    let _ = writeln!(s, "/// One weight row of type `ty` · four prepared activations, with the type's four-token kernel;");
+    let _ = writeln!(s, "/// None when the type has none (the caller then uses `dot_row` per token).");
+    let _ = writeln!(s, "#[inline]");
+    let _ = writeln!(s, "pub(crate) fn dot_row4(ty: GgmlType, row: &[u8], xs: [&Act; 4]) -> Option<[f32; 4]> {{");
+    let _ = writeln!(s, "    match ty {{");
+    for (n, _, _, is_unsafe, entry4) in &types {
+        let Some(entry4) = entry4 else { continue };
+        if *is_unsafe {
+            let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
+            let _ = writeln!(s, "        GgmlType::{n} => Some(unsafe {{ {entry4}(row, xs) }}),");
+        } else {
+            let _ = writeln!(s, "        GgmlType::{n} => Some({entry4}(row, xs)),");
+        }
+    }
+    let _ = writeln!(s, "        _ => None,");
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');

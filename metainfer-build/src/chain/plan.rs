@@ -35,6 +35,9 @@ pub struct Slot {
     pub variants: Vec<String>,
     /// For dot kernels: the function the dispatch calls and whether the call is unsafe.
     pub entry: Option<(String, bool)>,
+    /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
+    /// (unsafe exactly when `entry` is).
+    pub entry4: Option<String>,
 }
 
 /// The inputs of a plan, as strings (the constraints are validated before planning).
@@ -109,7 +112,7 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
 }
 
 fn generated(id: &str, title: &str) -> Slot {
-    Slot { id: id.into(), title: title.into(), contract: None, version: 1, variants: vec![], entry: None }
+    Slot { id: id.into(), title: title.into(), contract: None, version: 1, variants: vec![], entry: None, entry4: None }
 }
 
 /// The first realization (in the target's variant preference order) whose ISA needs the
@@ -140,5 +143,6 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target) -> Result<Slot, ChainErr
         version: c.version,
         variants,
         entry: chosen.entry.clone().map(|e| (e, chosen.entry_unsafe)),
+        entry4: chosen.entry4.clone(),
     })
 }

@@ -25,7 +25,10 @@ pub fn check(ckb: &Ckb) -> Vec<String> {
 fn stems(ckb: &Ckb, p: &mut Vec<String>) {
     for (key, rel) in &ckb.sources {
         let id = key.split_once('/').map(|(_, id)| id).unwrap_or(key);
-        let stem = rel.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = rel
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if stem != id {
             p.push(format!(
                 "{}: file stem `{stem}` differs from its id `{id}`; rename the file to {id}.toml or fix the id",
@@ -60,22 +63,31 @@ fn contracts(ckb: &Ckb, p: &mut Vec<String>) {
         }
         for g in &c.gates {
             if !ckb.gates.contains_key(g) {
-                p.push(format!("{file}: gate `{g}` does not exist; add gates/{g}.toml or drop it"));
+                p.push(format!(
+                    "{file}: gate `{g}` does not exist; add gates/{g}.toml or drop it"
+                ));
             }
         }
         for f in &c.failure_modes {
             if !fms.contains(f.as_str()) {
-                p.push(format!("{file}: failure mode `{f}` is not in failure_modes.toml"));
+                p.push(format!(
+                    "{file}: failure mode `{f}` is not in failure_modes.toml"
+                ));
             }
         }
         if c.interface.is_empty() {
-            p.push(format!("{file}: `interface` is empty; list the items the section must expose"));
+            p.push(format!(
+                "{file}: `interface` is empty; list the items the section must expose"
+            ));
         }
         let variants: BTreeSet<&str> = c.realizations.iter().map(|r| r.variant.as_str()).collect();
         let mut seen = BTreeSet::new();
         for r in &c.realizations {
             if !seen.insert(r.variant.as_str()) {
-                p.push(format!("{file}: realization `{}` is listed twice", r.variant));
+                p.push(format!(
+                    "{file}: realization `{}` is listed twice",
+                    r.variant
+                ));
             }
             if realization_file(&ckb.root, id, &r.variant).is_none() {
                 p.push(format!(
@@ -85,7 +97,10 @@ fn contracts(ckb: &Ckb, p: &mut Vec<String>) {
             }
             for w in &r.with {
                 if w == &r.variant {
-                    p.push(format!("{file}: realization `{}` lists itself in `with`", r.variant));
+                    p.push(format!(
+                        "{file}: realization `{}` lists itself in `with`",
+                        r.variant
+                    ));
                 } else if !variants.contains(w.as_str()) {
                     p.push(format!(
                         "{file}: realization `{}` is `with` unknown variant `{w}`; allowed: {}",
@@ -102,37 +117,61 @@ fn contracts(ckb: &Ckb, p: &mut Vec<String>) {
 pub fn realization_file(root: &Path, contract: &str, variant: &str) -> Option<std::path::PathBuf> {
     ["rs", "cu"]
         .iter()
-        .map(|ext| root.join("realizations").join(contract).join(format!("{variant}.{ext}")))
+        .map(|ext| {
+            root.join("realizations")
+                .join(contract)
+                .join(format!("{variant}.{ext}"))
+        })
         .find(|p| p.is_file())
 }
 
 fn orphan_realizations(ckb: &Ckb, p: &mut Vec<String>) {
     let dir = ckb.root.join("realizations");
-    let Ok(rd) = std::fs::read_dir(&dir) else { return };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
     let mut contract_dirs: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     contract_dirs.sort();
     for cdir in contract_dirs {
-        let cname = cdir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let cname = cdir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         if cname.starts_with('.') {
             continue;
         }
         if !cdir.is_dir() {
-            p.push(format!("realizations/{cname}: expected a directory named after a contract"));
+            p.push(format!(
+                "realizations/{cname}: expected a directory named after a contract"
+            ));
             continue;
         }
         let Some(contract) = ckb.contracts.get(&cname) else {
-            p.push(format!("realizations/{cname}/: no contract `{cname}` in contracts/"));
+            p.push(format!(
+                "realizations/{cname}/: no contract `{cname}` in contracts/"
+            ));
             continue;
         };
-        let Ok(files) = std::fs::read_dir(&cdir) else { continue };
+        let Ok(files) = std::fs::read_dir(&cdir) else {
+            continue;
+        };
         let mut files: Vec<_> = files.filter_map(|e| e.ok()).map(|e| e.path()).collect();
         files.sort();
         for f in files {
-            let name = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = f
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             if name.starts_with('.') {
                 continue;
             }
-            let stem = f.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+            let stem = f
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             let listed = contract.realizations.iter().any(|r| r.variant == stem);
             if !listed {
                 p.push(format!(
@@ -160,19 +199,30 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
             }
         }
         if m.rope != "neox" && m.rope != "normal" {
-            p.push(format!("{file}: rope `{}` is not one of neox, normal", m.rope));
+            p.push(format!(
+                "{file}: rope `{}` is not one of neox, normal",
+                m.rope
+            ));
         }
         for f in &m.failure_modes {
             if !fms.contains(f.as_str()) {
-                p.push(format!("{file}: failure mode `{f}` is not in failure_modes.toml"));
+                p.push(format!(
+                    "{file}: failure mode `{f}` is not in failure_modes.toml"
+                ));
             }
         }
         for pr in &m.presets {
             if ckb.models.contains_key(&pr.name) {
-                p.push(format!("{file}: preset `{}` has the name of a model family", pr.name));
+                p.push(format!(
+                    "{file}: preset `{}` has the name of a model family",
+                    pr.name
+                ));
             }
             if let Some(other) = preset_owner.insert(&pr.name, id) {
-                p.push(format!("{file}: preset `{}` is also defined by family `{other}`", pr.name));
+                p.push(format!(
+                    "{file}: preset `{}` is also defined by family `{other}`",
+                    pr.name
+                ));
             }
         }
     }
@@ -190,7 +240,9 @@ fn quants(ckb: &Ckb, p: &mut Vec<String>) {
             p.push(format!("{file}: mixture lists no `tensor_types`"));
         }
         if q.kind == QuantKind::Mixture && q.contract.is_some() {
-            p.push(format!("{file}: a mixture has no `contract` (its tensor types do)"));
+            p.push(format!(
+                "{file}: a mixture has no `contract` (its tensor types do)"
+            ));
         }
         for t in &q.tensor_types {
             match ckb.quants.get(t) {
@@ -232,7 +284,9 @@ fn targets(ckb: &Ckb, p: &mut Vec<String>) {
         }
         for v in &t.variants {
             if !used.contains(v.as_str()) {
-                p.push(format!("{file}: variant `{v}` is not used by any contract's realizations"));
+                p.push(format!(
+                    "{file}: variant `{v}` is not used by any contract's realizations"
+                ));
             }
         }
     }
@@ -269,7 +323,10 @@ fn failure_modes(ckb: &Ckb, p: &mut Vec<String>) {
     let mut seen = BTreeSet::new();
     for f in &ckb.failure_modes {
         if !seen.insert(f.id.as_str()) {
-            p.push(format!("failure_modes.toml: id `{}` is defined twice", f.id));
+            p.push(format!(
+                "failure_modes.toml: id `{}` is defined twice",
+                f.id
+            ));
         }
     }
 }

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-
 /// blake3 hex over every file under `root`, sorted by relative path (`/`-separated), hashing for
 /// each file its path, a NUL, its length (u64 little-endian) and its bytes. Left out:
 /// `proposals/` (not yet adopted knowledge), the top-level `README.md`, and hidden or cache
@@ -31,11 +30,16 @@ pub fn digest(root: &Path) -> String {
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
     for p in entries {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.starts_with('.') || name == "__pycache__" || name.ends_with(".pyc") {
             continue;
         }
@@ -53,5 +57,8 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) {
 
 fn relative(root: &Path, p: &Path) -> String {
     let rel = p.strip_prefix(root).unwrap_or(p);
-    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }

@@ -20,11 +20,19 @@ pub enum CkbError {
     #[error("ckb directory {} does not exist; set METAINFER_CKB_DIR to the ckb/ directory of a metainfer checkout", .root.display())]
     NoRoot { root: PathBuf },
     #[error("cannot read {}: {source}", .path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}: {message}", .path.display())]
     Parse { path: PathBuf, message: String },
     #[error("duplicate {what} id `{id}` in {} and {}; ids must be unique", .first.display(), .second.display())]
-    Duplicate { what: &'static str, id: String, first: PathBuf, second: PathBuf },
+    Duplicate {
+        what: &'static str,
+        id: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
 }
 
 /// The whole knowledge base, keyed by id.
@@ -64,22 +72,33 @@ impl Ckb {
     pub fn load(root: impl AsRef<Path>) -> Result<Ckb, CkbError> {
         let root = root.as_ref();
         if !root.is_dir() {
-            return Err(CkbError::NoRoot { root: root.to_path_buf() });
+            return Err(CkbError::NoRoot {
+                root: root.to_path_buf(),
+            });
         }
         let root = normalize(root);
-        let mut ckb = Ckb { root: root.clone(), ..Ckb::default() };
+        let mut ckb = Ckb {
+            root: root.clone(),
+            ..Ckb::default()
+        };
 
         for (rel, c) in load_dir::<Contract>(&root, "contracts")? {
-            ckb.insert("contract", "contracts", c.id.clone(), rel, c, |k| &mut k.contracts)?;
+            ckb.insert("contract", "contracts", c.id.clone(), rel, c, |k| {
+                &mut k.contracts
+            })?;
         }
         for (rel, m) in load_dir::<ModelFamily>(&root, "models")? {
-            ckb.insert("model family", "models", m.family.clone(), rel, m, |k| &mut k.models)?;
+            ckb.insert("model family", "models", m.family.clone(), rel, m, |k| {
+                &mut k.models
+            })?;
         }
         for (rel, q) in load_dir::<Quant>(&root, "quants")? {
             ckb.insert("quant", "quants", q.id.clone(), rel, q, |k| &mut k.quants)?;
         }
         for (rel, t) in load_dir::<Target>(&root, "targets")? {
-            ckb.insert("target", "targets", t.id.clone(), rel, t, |k| &mut k.targets)?;
+            ckb.insert("target", "targets", t.id.clone(), rel, t, |k| {
+                &mut k.targets
+            })?;
         }
         for (rel, g) in load_dir::<Gate>(&root, "gates")? {
             ckb.insert("gate", "gates", g.id.clone(), rel, g, |k| &mut k.gates)?;
@@ -117,7 +136,10 @@ impl Ckb {
 
     /// The directory `vectors` paths of gates are relative to: the parent of the CKB root.
     pub fn workspace_root(&self) -> PathBuf {
-        self.root.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone())
+        self.root
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.root.clone())
     }
 
     /// Model family of `model`, which is a family name or a preset name; with the preset.
@@ -125,9 +147,12 @@ impl Ckb {
         if let Some(f) = self.models.get(model) {
             return Some((f, None));
         }
-        self.models
-            .values()
-            .find_map(|f| f.presets.iter().find(|p| p.name == model).map(|p| (f, Some(p))))
+        self.models.values().find_map(|f| {
+            f.presets
+                .iter()
+                .find(|p| p.name == model)
+                .map(|p| (f, Some(p)))
+        })
     }
 
     /// Whether `quant` may be asked for as the quantization of a whole model file: every
@@ -146,11 +171,15 @@ impl Ckb {
         if quant.tensor_types.is_empty() && quant.kind == QuantKind::TensorType {
             return vec![quant];
         }
-        quant.tensor_types.iter().filter_map(|t| self.quants.get(t)).collect()
+        quant
+            .tensor_types
+            .iter()
+            .filter_map(|t| self.quants.get(t))
+            .collect()
     }
 
     /// blake3 hex digest of every file under the root except `proposals/` and `README.md`;
-    /// see [`digest::digest`].
+    /// see the `digest` module.
     pub fn digest(&self) -> String {
         digest::digest(&self.root)
     }
@@ -173,9 +202,15 @@ fn load_dir<T: DeserializeOwned>(root: &Path, dir: &str) -> Result<Vec<(PathBuf,
         return Ok(Vec::new());
     }
     let mut files = Vec::new();
-    let rd = std::fs::read_dir(&path).map_err(|source| CkbError::Io { path: path.clone(), source })?;
+    let rd = std::fs::read_dir(&path).map_err(|source| CkbError::Io {
+        path: path.clone(),
+        source,
+    })?;
     for entry in rd {
-        let entry = entry.map_err(|source| CkbError::Io { path: path.clone(), source })?;
+        let entry = entry.map_err(|source| CkbError::Io {
+            path: path.clone(),
+            source,
+        })?;
         let p = entry.path();
         if p.is_file() && p.extension().is_some_and(|e| e == "toml") {
             files.push(p);
@@ -193,8 +228,10 @@ fn load_dir<T: DeserializeOwned>(root: &Path, dir: &str) -> Result<Vec<(PathBuf,
 }
 
 fn parse_file<T: DeserializeOwned>(path: &Path) -> Result<T, CkbError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| CkbError::Io { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| CkbError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     toml::from_str(&text).map_err(|e| CkbError::Parse {
         path: path.to_path_buf(),
         message: e.to_string().trim_end().to_string(),

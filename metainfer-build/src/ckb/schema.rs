@@ -71,6 +71,10 @@ pub struct RealizationRef {
     /// Whether calling `entry` is unsafe (a `#[target_feature]` function).
     #[serde(default)]
     pub entry_unsafe: bool,
+    /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
+    /// (`fn(row: &[u8], xs: [&Act; 4]) -> [f32; 4]`); unsafe exactly when `entry` is.
+    #[serde(default)]
+    pub entry4: Option<String>,
 }
 
 /// `ckb/models/<family>.toml`: a model family.

@@ -78,7 +78,11 @@ fn missing_root_says_how_to_fix() {
 fn duplicate_ids_are_refused() {
     let dir = copy();
     let root = dir.path().join("ckb");
-    std::fs::copy(root.join("quants/f32.toml"), root.join("quants/f32_copy.toml")).unwrap();
+    std::fs::copy(
+        root.join("quants/f32.toml"),
+        root.join("quants/f32_copy.toml"),
+    )
+    .unwrap();
     let e = Ckb::load(&root).unwrap_err().to_string();
     assert!(e.starts_with("duplicate quant id `f32` in"), "{e}");
 }
@@ -93,13 +97,29 @@ fn check_finds_broken_references() {
         assert!(t.contains(from), "{rel}: {from}");
         std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
     };
-    edit("contracts/dot_q8_0.toml", "requires = [\"gguf_reader\"]", "requires = [\"gguf_readr\"]");
-    edit("contracts/dot_f32.toml", "with = [\"scalar\"]", "with = [\"scalr\"]");
-    edit("contracts/forward_qwen2.toml", "failure_modes = [\"rope_layout\"]", "failure_modes = [\"rope\"]");
+    edit(
+        "contracts/dot_q8_0.toml",
+        "requires = [\"gguf_reader\"]",
+        "requires = [\"gguf_readr\"]",
+    );
+    edit(
+        "contracts/dot_f32.toml",
+        "with = [\"scalar\"]",
+        "with = [\"scalr\"]",
+    );
+    edit(
+        "contracts/forward_qwen2.toml",
+        "failure_modes = [\"rope_layout\"]",
+        "failure_modes = [\"rope\"]",
+    );
     edit("models/qwen2.toml", "\"sampler\"]", "\"samplr\"]");
     edit("quants/q4_k_m.toml", "\"q8_0\"", "\"q5_0\"");
     edit("gates/dot_f32.toml", "dot_f32.bin", "missing.bin");
-    edit("targets/sm_89.toml", "variants = [\"cuda\"]", "variants = [\"cuda\", \"wgmma\"]");
+    edit(
+        "targets/sm_89.toml",
+        "variants = [\"cuda\"]",
+        "variants = [\"cuda\", \"wgmma\"]",
+    );
     edit("quants/awq.toml", "id = \"awq\"", "id = \"awq2\"");
     std::fs::remove_file(root.join("realizations/sampler/standard.rs")).unwrap();
     std::fs::remove_file(root.join("gates/e2e_tiny.rs")).unwrap();
@@ -137,7 +157,11 @@ fn digest_covers_knowledge_not_proposals_or_readme() {
     let d1 = digest::digest(&root);
     assert_ne!(d1, d0);
     // A rename with the same content changes it too.
-    std::fs::rename(root.join("gates/make_vectors.py"), root.join("gates/make.py")).unwrap();
+    std::fs::rename(
+        root.join("gates/make_vectors.py"),
+        root.join("gates/make.py"),
+    )
+    .unwrap();
     assert_ne!(digest::digest(&root), d1);
 }
 

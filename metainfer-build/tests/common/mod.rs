@@ -28,10 +28,19 @@ pub const TINY_ENGINE: &str = "pub struct Engine { path: std::path::PathBuf }\n\
 
 pub fn candidate(tag: &str, passed: bool) -> Candidate {
     let mut files = BTreeMap::new();
-    files.insert("engine.rs".to_string(), format!("{TINY_ENGINE}// {tag}\n").into_bytes());
+    files.insert(
+        "engine.rs".to_string(),
+        format!("{TINY_ENGINE}// {tag}\n").into_bytes(),
+    );
     let status = if passed { "pass" } else { "fail" };
-    files.insert("gates.toml".to_string(), format!("[gate.dot_f32]\nstatus = \"{status}\"\nmax_abs_rel = 0.5\n").into_bytes());
-    files.insert("transcript.jsonl".to_string(), format!("{{\"tag\":\"{tag}\"}}\n").into_bytes());
+    files.insert(
+        "gates.toml".to_string(),
+        format!("[gate.dot_f32]\nstatus = \"{status}\"\nmax_abs_rel = 0.5\n").into_bytes(),
+    );
+    files.insert(
+        "transcript.jsonl".to_string(),
+        format!("{{\"tag\":\"{tag}\"}}\n").into_bytes(),
+    );
     Candidate {
         files,
         slots: vec![SlotRecord {

@@ -16,11 +16,11 @@
 //    1. Constants and configuration (generated)
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
-//    4. F32 blocks and dot kernel (dot_f32/scalar+avx2)
-//    5. Q4_K blocks and dot kernel (dot_q4_k/scalar+avx2)
-//    6. Q5_0 blocks and dot kernel (dot_q5_0/scalar+avx2)
-//    7. Q6_K blocks and dot kernel (dot_q6_k/scalar+avx2)
-//    8. Q8_0 blocks and dot kernel (dot_q8_0/scalar+avx2)
+//    4. F32 blocks and dot kernel (dot_f32/blocks+avx2)
+//    5. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2)
+//    6. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2)
+//    7. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2)
+//    8. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
 //    9. Kernel dispatch over the compiled tensor types (generated)
 //   10. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   11. Weights (qwen2 tensors located in the mapped file) (weights_qwen2/gguf)
@@ -798,7 +798,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/scalar+avx2 (ckb) ====
+// ==== 4. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
 mod dot_f32 {
     use super::*;
 
@@ -814,17 +814,6 @@ mod dot_f32 {
         for (o, c) in out.iter_mut().zip(row.chunks_exact(4)) {
             *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
         }
-    }
-
-    /// row . x for an F32 row (row.len() = 4 * x.len()).
-    pub(crate) fn dot_f32_scalar(row: &[u8], x: &Act) -> f32 {
-        let a = &x.f32;
-        assert_eq!(row.len(), a.len() * 4, "F32 row of {} bytes for an activation of {}", row.len(), a.len());
-        let mut sum = 0.0f64;
-        for (c, &v) in row.chunks_exact(4).zip(a) {
-            sum += (f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * v) as f64;
-        }
-        sum as f32
     }
 
     // AVX2 F32 dot in the order of ggml's AVX ggml_vec_dot_f32: four 8-lane fma accumulators over
@@ -876,7 +865,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/scalar+avx2 (ckb) ====
+// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+avx2 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -951,39 +940,6 @@ mod dot_q4_k {
                 }
             }
         }
-    }
-
-    /// row . x for a Q4_K row; reads x's Q8_K form.
-    pub(crate) fn dot_q4_k_scalar(row: &[u8], x: &Act) -> f32 {
-        let w = q4_k_blocks(row);
-        let a = &x.q8_k;
-        assert_eq!(w.len(), a.len(), "Q4_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), a.len());
-        assert_eq!(a.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
-        let mut sum = 0.0f32;
-        for (b, y) in w.iter().zip(a) {
-            let q = q4_k_unpack(b);
-            let mut sumi = 0i32;
-            let mut summ = 0i32;
-            for j in 0..8 {
-                let (sc, m) = q4_k_scale_min(j, &b.scales);
-                let mut s = 0i32;
-                for (&qw, &qx) in q[32 * j..32 * j + 32].iter().zip(&y.qs[32 * j..32 * j + 32]) {
-                    s += qw as i32 * qx as i32;
-                }
-                sumi += sc as i32 * s;
-                summ += m as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
-            }
-            let d = y.d * fp16_to_f32(u16::from_le_bytes(b.d));
-            let dmin = y.d * fp16_to_f32(u16::from_le_bytes(b.dmin));
-            sum += d * sumi as f32 - dmin * summ as f32;
-        }
-        sum
-    }
-
-    /// row . xs[t] for four activations (the portable form of the four-token kernel; the same
-    /// values as four calls of dot_q4_k_scalar).
-    pub(crate) fn dot4_q4_k_scalar(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
-        [dot_q4_k_scalar(row, xs[0]), dot_q4_k_scalar(row, xs[1]), dot_q4_k_scalar(row, xs[2]), dot_q4_k_scalar(row, xs[3])]
     }
 
     // AVX2 Q4_K x Q8_K dot with the float operation order of llama.cpp's AVX2 path for Q4_K weights
@@ -1180,7 +1136,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/scalar+avx2 (ckb) ====
+// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1234,24 +1190,6 @@ mod dot_q5_0 {
                 *v = d * q as f32;
             }
         }
-    }
-
-    /// row . x for a Q5_0 row; reads x's Q8_0 form.
-    pub(crate) fn dot_q5_0_scalar(row: &[u8], x: &Act) -> f32 {
-        let w = q5_0_blocks(row);
-        let a = &x.q8_0;
-        assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
-        assert_eq!(a.len() * 32, x.f32.len(), "activation lacks its Q8_0 form");
-        let mut sum = 0.0f32;
-        for (b, y) in w.iter().zip(a) {
-            let q = q5_0_unpack(b);
-            let mut s = 0i32;
-            for (&qw, &qx) in q.iter().zip(&y.qs) {
-                s += qw as i32 * qx as i32;
-            }
-            sum += (fp16_to_f32(u16::from_le_bytes(b.d)) * fp16_to_f32(y.d)) * s as f32;
-        }
-        sum
     }
 
     // AVX2 Q5_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q5_0_q8_0: nibbles are
@@ -1394,10 +1332,85 @@ mod dot_q5_0 {
         }
         q5_0_hsum_f32x8(acc)
     }
+
+    // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
+    // q5_0_scales8 forms them before its multiplication by the activation's scales.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q5_0_wscales8(w: &[BlockQ5_0]) -> __m256 {
+        let h = if w.len() >= 8 {
+            let d = |k: usize| i16::from_le_bytes(w[k].d);
+            _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+        } else {
+            let mut h = [0u64; 2];
+            for (k, b) in w.iter().take(8).enumerate() {
+                h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
+            }
+            _mm_set_epi64x(h[1] as i64, h[0] as i64)
+        };
+        q5_0_f16x8_to_f32(h)
+    }
+
+    // The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q5_0_xscales8(ad: &[f32]) -> __m256 {
+        if ad.len() >= 8 {
+            _mm256_loadu_ps(ad.as_ptr())
+        } else {
+            let m = ad.len() as i32;
+            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_maskload_ps(ad.as_ptr(), mask)
+        }
+    }
+
+    /// row . xs[t] for a Q5_0 row and four activations (prefill): each weight block is decoded
+    /// once and dotted with the four tokens; per token the float operations are those of
+    /// dot_q5_0_avx2 in the same order, so result t is bitwise dot_q5_0_avx2(row, xs[t]).
+    /// Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot4_q5_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+        let w = q5_0_blocks(row);
+        for x in xs {
+            assert_eq!(w.len(), x.q8_0.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
+            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
+        }
+        let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
+        let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let ones = _mm256_set1_epi16(1);
+        for (g, wb) in w.chunks(8).enumerate() {
+            let b0 = g * 8;
+            let e = b0 + wb.len();
+            let wd = q5_0_wscales8(wb);
+            let dd = [
+                _mm256_mul_ps(wd, q5_0_xscales8(&d0[b0..e])),
+                _mm256_mul_ps(wd, q5_0_xscales8(&d1[b0..e])),
+                _mm256_mul_ps(wd, q5_0_xscales8(&d2[b0..e])),
+                _mm256_mul_ps(wd, q5_0_xscales8(&d3[b0..e])),
+            ];
+            for (k, b) in wb.iter().enumerate() {
+                let qx = q5_0_decode(b);
+                let ax = _mm256_sign_epi8(qx, qx);
+                let idx = _mm256_set1_epi32(k as i32);
+                let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
+                for t in 0..4 {
+                    let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
+                    let sy = _mm256_sign_epi8(qy, qx);
+                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
+                    acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+                }
+            }
+        }
+        [q5_0_hsum_f32x8(acc[0]), q5_0_hsum_f32x8(acc[1]), q5_0_hsum_f32x8(acc[2]), q5_0_hsum_f32x8(acc[3])]
+    }
 }
 pub use dot_q5_0::*;
 
-// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/scalar+avx2 (ckb) ====
+// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1462,28 +1475,6 @@ mod dot_q6_k {
                 }
             }
         }
-    }
-
-    /// row . x for a Q6_K row; reads x's Q8_K form.
-    pub(crate) fn dot_q6_k_scalar(row: &[u8], x: &Act) -> f32 {
-        let w = q6_k_blocks(row);
-        let a = &x.q8_k;
-        assert_eq!(w.len(), a.len(), "Q6_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), a.len());
-        assert_eq!(a.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
-        let mut sum = 0.0f32;
-        for (b, y) in w.iter().zip(a) {
-            let q = q6_k_unpack(b);
-            let mut sumi = 0i32;
-            for g in 0..16 {
-                let mut s = 0i32;
-                for (&qw, &qx) in q[16 * g..16 * g + 16].iter().zip(&y.qs[16 * g..16 * g + 16]) {
-                    s += qw as i32 * qx as i32;
-                }
-                sumi += (b.scales[g] as i8) as i32 * s;
-            }
-            sum += (y.d * fp16_to_f32(u16::from_le_bytes(b.d))) * sumi as f32;
-        }
-        sum
     }
 
     // AVX2 Q6_K x Q8_K dot, the operation order of ggml's current AVX2 ggml_vec_dot_q6_K_q8_K: per
@@ -1569,10 +1560,67 @@ mod dot_q6_k {
         }
         q6_k_hsum_f32x8(acc)
     }
+
+    /// row . xs[t] for a Q6_K row and four activations (prefill): each super-block's 6-bit quants
+    /// and scales are unpacked once and dotted with the four tokens. The integer sums are exact (so
+    /// their order is free); per token the float operations (d = d_x * d_w, one fma per
+    /// super-block, the final reduction) are those of dot_q6_k_avx2 in the same order, so result t
+    /// is bitwise dot_q6_k_avx2(row, xs[t]). Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot4_q6_k_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+        let w = q6_k_blocks(row);
+        for x in xs {
+            assert_eq!(w.len(), x.q8_k.len(), "Q6_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), x.q8_k.len());
+            assert_eq!(x.q8_k.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
+        }
+        let (a0, a1, a2, a3) = (&xs[0].q8_k[..], &xs[1].q8_k[..], &xs[2].q8_k[..], &xs[3].q8_k[..]);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(3);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (i, b) in w.iter().enumerate() {
+            let ys = [&a0[i], &a1[i], &a2[i], &a3[i]];
+            let wd = fp16_to_f32(u16::from_le_bytes(b.d));
+            let scales = _mm_loadu_si128(b.scales.as_ptr() as *const __m128i);
+            let mut sumi = [_mm256_setzero_si256(); 4];
+            for h in 0..2usize {
+                let q4 = b.ql.as_ptr().add(64 * h);
+                let qh = b.qh.as_ptr().add(32 * h);
+                let is = 4 * h as i64;
+                let q4bits1 = _mm256_loadu_si256(q4 as *const __m256i);
+                let q4bits2 = _mm256_loadu_si256(q4.add(32) as *const __m256i);
+                let q4bits_h = _mm256_loadu_si256(qh as *const __m256i);
+                for j in 0..4usize {
+                    let (lo, sh) = match j {
+                        0 => (_mm256_and_si256(q4bits1, m4), q4bits_h),
+                        1 => (_mm256_and_si256(q4bits2, m4), _mm256_srli_epi16(q4bits_h, 2)),
+                        2 => (_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), _mm256_srli_epi16(q4bits_h, 4)),
+                        _ => (_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), _mm256_srli_epi16(q4bits_h, 6)),
+                    };
+                    let q = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(sh, m2), 4));
+                    let sc = q6_k_scale_pair(scales, is + j as i64);
+                    for t in 0..4 {
+                        let q8 = _mm256_loadu_si256(ys[t].qs.as_ptr().add(128 * h + 32 * j) as *const __m256i);
+                        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, q8)));
+                    }
+                }
+            }
+            let sc16 = _mm256_cvtepi8_epi16(scales);
+            for t in 0..4 {
+                let y = ys[t];
+                let d = y.d * wd;
+                let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+                let q8sclsub = _mm256_slli_epi32(_mm256_madd_epi16(q8sums, sc16), 5);
+                let s = _mm256_sub_epi32(sumi[t], q8sclsub);
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[t]);
+            }
+        }
+        [q6_k_hsum_f32x8(acc[0]), q6_k_hsum_f32x8(acc[1]), q6_k_hsum_f32x8(acc[2]), q6_k_hsum_f32x8(acc[3])]
+    }
 }
 pub use dot_q6_k::*;
 
-// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/scalar+avx2 (ckb) ====
+// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+avx2 (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -1610,23 +1658,6 @@ mod dot_q8_0 {
                 *v = d * (q as i8) as f32;
             }
         }
-    }
-
-    /// row . x for a Q8_0 row; reads x's Q8_0 form.
-    pub(crate) fn dot_q8_0_scalar(row: &[u8], x: &Act) -> f32 {
-        let w = q8_0_blocks(row);
-        let a = &x.q8_0;
-        assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
-        assert_eq!(a.len() * 32, x.f32.len(), "activation lacks its Q8_0 form");
-        let mut sum = 0.0f32;
-        for (b, y) in w.iter().zip(a) {
-            let mut s = 0i32;
-            for (&q, &p) in b.qs.iter().zip(&y.qs) {
-                s += (q as i8) as i32 * p as i32;
-            }
-            sum += (fp16_to_f32(u16::from_le_bytes(b.d)) * fp16_to_f32(y.d)) * s as f32;
-        }
-        sum
     }
 
     // AVX2 Q8_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q8_0_q8_0: per block the
@@ -1751,6 +1782,81 @@ mod dot_q8_0 {
         }
         q8_0_hsum_f32x8(acc)
     }
+
+    // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
+    // q8_0_scales8 forms them before its multiplication by the activation's scales.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q8_0_wscales8(w: &[BlockQ8_0W]) -> __m256 {
+        let h = if w.len() >= 8 {
+            let d = |k: usize| i16::from_le_bytes(w[k].d);
+            _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+        } else {
+            let mut h = [0u64; 2];
+            for (k, b) in w.iter().take(8).enumerate() {
+                h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
+            }
+            _mm_set_epi64x(h[1] as i64, h[0] as i64)
+        };
+        q8_0_f16x8_to_f32(h)
+    }
+
+    // The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q8_0_xscales8(ad: &[f32]) -> __m256 {
+        if ad.len() >= 8 {
+            _mm256_loadu_ps(ad.as_ptr())
+        } else {
+            let m = ad.len() as i32;
+            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_maskload_ps(ad.as_ptr(), mask)
+        }
+    }
+
+    /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
+    /// (and its |w| formed) once and dotted with the four tokens; per token the float operations
+    /// are those of dot_q8_0_avx2 in the same order, so result t is bitwise dot_q8_0_avx2(row, xs[t]).
+    /// Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+        let w = q8_0_blocks(row);
+        for x in xs {
+            assert_eq!(w.len(), x.q8_0.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
+            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
+        }
+        let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
+        let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let ones = _mm256_set1_epi16(1);
+        for (g, wb) in w.chunks(8).enumerate() {
+            let b0 = g * 8;
+            let e = b0 + wb.len();
+            let wd = q8_0_wscales8(wb);
+            let dd = [
+                _mm256_mul_ps(wd, q8_0_xscales8(&d0[b0..e])),
+                _mm256_mul_ps(wd, q8_0_xscales8(&d1[b0..e])),
+                _mm256_mul_ps(wd, q8_0_xscales8(&d2[b0..e])),
+                _mm256_mul_ps(wd, q8_0_xscales8(&d3[b0..e])),
+            ];
+            for (k, b) in wb.iter().enumerate() {
+                let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
+                let ax = _mm256_sign_epi8(qx, qx);
+                let idx = _mm256_set1_epi32(k as i32);
+                let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
+                for t in 0..4 {
+                    let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
+                    let sy = _mm256_sign_epi8(qy, qx);
+                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
+                    acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+                }
+            }
+        }
+        [q8_0_hsum_f32x8(acc[0]), q8_0_hsum_f32x8(acc[1]), q8_0_hsum_f32x8(acc[2]), q8_0_hsum_f32x8(acc[3])]
+    }
 }
 pub use dot_q8_0::*;
 
@@ -1798,6 +1904,12 @@ mod dispatch {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q4_K => Some(unsafe { dot4_q4_k_avx2(row, xs) }),
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q5_0 => Some(unsafe { dot4_q5_0_avx2(row, xs) }),
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q6_K => Some(unsafe { dot4_q6_k_avx2(row, xs) }),
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q8_0 => Some(unsafe { dot4_q8_0_avx2(row, xs) }),
             _ => None,
         }
     }
@@ -2286,7 +2398,6 @@ mod weights_qwen2 {
     /// A matrix located in the mapped file: `rows` rows of `cols` elements of type `ty`.
     #[derive(Debug, Clone)]
     pub(crate) struct TensorRef {
-        pub(crate) name: String,
         pub(crate) ty: GgmlType,
         pub(crate) rows: usize,      // output features
         pub(crate) cols: usize,      // input features (ne0)
@@ -2436,7 +2547,7 @@ mod weights_qwen2 {
         let cols = dims[0];
         let rows = dims.get(1).copied().unwrap_or(1);
         let row_bytes = cols / t.ty.block_elems() * t.ty.block_bytes();
-        Ok(TensorRef { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, offset })
+        Ok(TensorRef { ty: t.ty, rows, cols, row_bytes, offset })
     }
 }
 pub use weights_qwen2::*;

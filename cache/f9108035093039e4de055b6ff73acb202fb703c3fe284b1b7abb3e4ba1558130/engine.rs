@@ -16,11 +16,11 @@
 //    1. Constants and configuration (generated)
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
-//    4. F32 blocks and dot kernel (dot_f32/scalar)
-//    5. Q4_K blocks and dot kernel (dot_q4_k/scalar)
-//    6. Q5_0 blocks and dot kernel (dot_q5_0/scalar)
-//    7. Q6_K blocks and dot kernel (dot_q6_k/scalar)
-//    8. Q8_0 blocks and dot kernel (dot_q8_0/scalar)
+//    4. F32 blocks and dot kernel (dot_f32/blocks+scalar)
+//    5. Q4_K blocks and dot kernel (dot_q4_k/blocks+scalar)
+//    6. Q5_0 blocks and dot kernel (dot_q5_0/blocks+scalar)
+//    7. Q6_K blocks and dot kernel (dot_q6_k/blocks+scalar)
+//    8. Q8_0 blocks and dot kernel (dot_q8_0/blocks+scalar)
 //    9. Kernel dispatch over the compiled tensor types (generated)
 //   10. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   11. Weights (qwen2 tensors located in the mapped file) (weights_qwen2/gguf)
@@ -784,7 +784,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/scalar (ckb) ====
+// ==== 4. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+scalar (ckb) ====
 mod dot_f32 {
     use super::*;
 
@@ -815,7 +815,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/scalar (ckb) ====
+// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+scalar (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -927,7 +927,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/scalar (ckb) ====
+// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+scalar (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1000,10 +1000,15 @@ mod dot_q5_0 {
         }
         sum
     }
+
+    /// row . xs[t] for four activations: dot_q5_0_scalar of each.
+    pub(crate) fn dot4_q5_0_scalar(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+        [dot_q5_0_scalar(row, xs[0]), dot_q5_0_scalar(row, xs[1]), dot_q5_0_scalar(row, xs[2]), dot_q5_0_scalar(row, xs[3])]
+    }
 }
 pub use dot_q5_0::*;
 
-// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/scalar (ckb) ====
+// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+scalar (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1091,10 +1096,15 @@ mod dot_q6_k {
         }
         sum
     }
+
+    /// row . xs[t] for four activations: dot_q6_k_scalar of each.
+    pub(crate) fn dot4_q6_k_scalar(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+        [dot_q6_k_scalar(row, xs[0]), dot_q6_k_scalar(row, xs[1]), dot_q6_k_scalar(row, xs[2]), dot_q6_k_scalar(row, xs[3])]
+    }
 }
 pub use dot_q6_k::*;
 
-// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/scalar (ckb) ====
+// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+scalar (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -1150,6 +1160,11 @@ mod dot_q8_0 {
         }
         sum
     }
+
+    /// row . xs[t] for four activations: dot_q8_0_scalar of each.
+    pub(crate) fn dot4_q8_0_scalar(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+        [dot_q8_0_scalar(row, xs[0]), dot_q8_0_scalar(row, xs[1]), dot_q8_0_scalar(row, xs[2]), dot_q8_0_scalar(row, xs[3])]
+    }
 }
 pub use dot_q8_0::*;
 
@@ -1191,6 +1206,9 @@ mod dispatch {
     pub(crate) fn dot_row4(ty: GgmlType, row: &[u8], xs: [&Act; 4]) -> Option<[f32; 4]> {
         match ty {
             GgmlType::Q4_K => Some(dot4_q4_k_scalar(row, xs)),
+            GgmlType::Q5_0 => Some(dot4_q5_0_scalar(row, xs)),
+            GgmlType::Q6_K => Some(dot4_q6_k_scalar(row, xs)),
+            GgmlType::Q8_0 => Some(dot4_q8_0_scalar(row, xs)),
             _ => None,
         }
     }
@@ -1679,7 +1697,6 @@ mod weights_qwen2 {
     /// A matrix located in the mapped file: `rows` rows of `cols` elements of type `ty`.
     #[derive(Debug, Clone)]
     pub(crate) struct TensorRef {
-        pub(crate) name: String,
         pub(crate) ty: GgmlType,
         pub(crate) rows: usize,      // output features
         pub(crate) cols: usize,      // input features (ne0)
@@ -1829,7 +1846,7 @@ mod weights_qwen2 {
         let cols = dims[0];
         let rows = dims.get(1).copied().unwrap_or(1);
         let row_bytes = cols / t.ty.block_elems() * t.ty.block_bytes();
-        Ok(TensorRef { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, offset })
+        Ok(TensorRef { ty: t.ty, rows, cols, row_bytes, offset })
     }
 }
 pub use weights_qwen2::*;

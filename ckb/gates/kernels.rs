@@ -10,6 +10,10 @@
 //                     (ckb/gates/make_vectors.py): dequantization must match gguf-py (relative
 //                     1e-6), and the dot the f64 reference dot(dequant(row), x) within the bound
 //                     of the activation's quantization error.
+// dot4_bits:          dot_row4 (where the type has a four-token kernel) against four calls of
+//                     dot_row, bitwise, for every type but Q4_K (whose four-token kernel mirrors
+//                     llama.cpp's repacked gemm and sums in another order), over the lengths of
+//                     kernel_<t> (partial groups of blocks included).
 // matvec:             matvec and matmul against a naive loop of dot_row (dot_row4 for matmul's
 //                     groups of four tokens), for 1, 2 and 3 threads
 //                     (must be bitwise equal).
@@ -294,6 +298,43 @@ fn gate_kernel_vectors() {
         );
     }
     assert!(failures.is_empty(), "vector gates failed:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn gate_dot4_bits() {
+    let (mut cases, mut mismatches, mut types) = (0usize, 0usize, Vec::new());
+    let mut failures = Vec::new();
+    for &ty in COMPILED_TYPES {
+        if ty == GgmlType::Q4_K {
+            continue;
+        }
+        let kind = act_kind(ty);
+        let mut rng = GateRng::new(0xD074_0000 + ty.id() as u64);
+        let mut has4 = false;
+        for n in gate_lengths(ty) {
+            for rep in 0..5 {
+                let row = gate_random_row(ty, n, &mut rng);
+                let xs: Vec<Act> = (0..4).map(|t| Act::new(&gate_random_x(n, rep + t, &mut rng), &[kind])).collect();
+                let Some(v) = dot_row4(ty, &row, [&xs[0], &xs[1], &xs[2], &xs[3]]) else { break };
+                has4 = true;
+                for t in 0..4 {
+                    let want = dot_row(ty, &row, &xs[t]);
+                    cases += 1;
+                    if v[t].to_bits() != want.to_bits() {
+                        mismatches += 1;
+                        if failures.len() < 5 {
+                            failures.push(format!("{} n={n} rep={rep} t={t}: dot_row4 {} vs dot_row {}", gate_tag(ty), v[t], want));
+                        }
+                    }
+                }
+            }
+        }
+        if has4 {
+            types.push(gate_tag(ty));
+        }
+    }
+    println!("GATE dot4_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
+    assert!(failures.is_empty(), "dot_row4 differs bitwise from dot_row:\n{}", failures.join("\n"));
 }
 
 #[test]

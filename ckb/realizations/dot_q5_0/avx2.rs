@@ -138,3 +138,78 @@ pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
     }
     q5_0_hsum_f32x8(acc)
 }
+
+// The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
+// q5_0_scales8 forms them before its multiplication by the activation's scales.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q5_0_wscales8(w: &[BlockQ5_0]) -> __m256 {
+    let h = if w.len() >= 8 {
+        let d = |k: usize| i16::from_le_bytes(w[k].d);
+        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+    } else {
+        let mut h = [0u64; 2];
+        for (k, b) in w.iter().take(8).enumerate() {
+            h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
+        }
+        _mm_set_epi64x(h[1] as i64, h[0] as i64)
+    };
+    q5_0_f16x8_to_f32(h)
+}
+
+// The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q5_0_xscales8(ad: &[f32]) -> __m256 {
+    if ad.len() >= 8 {
+        _mm256_loadu_ps(ad.as_ptr())
+    } else {
+        let m = ad.len() as i32;
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskload_ps(ad.as_ptr(), mask)
+    }
+}
+
+/// row . xs[t] for a Q5_0 row and four activations (prefill): each weight block is decoded
+/// once and dotted with the four tokens; per token the float operations are those of
+/// dot_q5_0_avx2 in the same order, so result t is bitwise dot_q5_0_avx2(row, xs[t]).
+/// Requires AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot4_q5_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+    let w = q5_0_blocks(row);
+    for x in xs {
+        assert_eq!(w.len(), x.q8_0.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
+        assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
+    }
+    let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
+    let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let ones = _mm256_set1_epi16(1);
+    for (g, wb) in w.chunks(8).enumerate() {
+        let b0 = g * 8;
+        let e = b0 + wb.len();
+        let wd = q5_0_wscales8(wb);
+        let dd = [
+            _mm256_mul_ps(wd, q5_0_xscales8(&d0[b0..e])),
+            _mm256_mul_ps(wd, q5_0_xscales8(&d1[b0..e])),
+            _mm256_mul_ps(wd, q5_0_xscales8(&d2[b0..e])),
+            _mm256_mul_ps(wd, q5_0_xscales8(&d3[b0..e])),
+        ];
+        for (k, b) in wb.iter().enumerate() {
+            let qx = q5_0_decode(b);
+            let ax = _mm256_sign_epi8(qx, qx);
+            let idx = _mm256_set1_epi32(k as i32);
+            let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
+            for t in 0..4 {
+                let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
+                let sy = _mm256_sign_epi8(qy, qx);
+                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
+                acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+            }
+        }
+    }
+    [q5_0_hsum_f32x8(acc[0]), q5_0_hsum_f32x8(acc[1]), q5_0_hsum_f32x8(acc[2]), q5_0_hsum_f32x8(acc[3])]
+}

@@ -92,7 +92,6 @@ impl Config {
 /// A matrix located in the mapped file: `rows` rows of `cols` elements of type `ty`.
 #[derive(Debug, Clone)]
 pub(crate) struct TensorRef {
-    pub(crate) name: String,
     pub(crate) ty: GgmlType,
     pub(crate) rows: usize,      // output features
     pub(crate) cols: usize,      // input features (ne0)
@@ -242,5 +241,5 @@ fn locate(g: &Gguf, name: &str, dims: &[usize]) -> rt::Result<TensorRef> {
     let cols = dims[0];
     let rows = dims.get(1).copied().unwrap_or(1);
     let row_bytes = cols / t.ty.block_elems() * t.ty.block_bytes();
-    Ok(TensorRef { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, offset })
+    Ok(TensorRef { ty: t.ty, rows, cols, row_bytes, offset })
 }

@@ -107,12 +107,13 @@ pub fn review_engine(plan: &plan::Plan, codes: &[SlotCode], ckb: &Ckb) -> Vec<re
     let mut problems = Vec::new();
     for (slot, code) in plan.slots.iter().zip(codes) {
         let contract = slot.contract.as_ref().and_then(|id| ckb.contracts.get(id));
-        let mut extra: Vec<String> = match &slot.entry {
-            Some((e, true)) => vec![format!("pub(crate) unsafe fn {e}(row: &[u8], x: &Act) -> f32")],
-            _ => vec![],
-        };
+        // the kernels the dispatch calls must exist with the dispatch's signatures
+        let unsafe_kw = if matches!(slot.entry, Some((_, true))) { "unsafe " } else { "" };
+        let mut extra: Vec<String> = Vec::new();
+        if let Some((e, _)) = &slot.entry {
+            extra.push(format!("pub(crate) {unsafe_kw}fn {e}(row: &[u8], x: &Act) -> f32"));
+        }
         if let Some(e4) = &slot.entry4 {
-            let unsafe_kw = if matches!(slot.entry, Some((_, true))) { "unsafe " } else { "" };
             extra.push(format!("pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"));
         }
         // the generated dispatch calls `#[target_feature]` kernels, the one unsafe it needs

@@ -1,0 +1,13 @@
+// BF16 weights: a row is cols little-endian bfloat16 values. Like ggml (vec_dot_type BF16), the
+// activation is rounded to bf16 first (Act's BF16 form), products are taken in f32 and summed in
+// f64 by the scalar kernel.
+
+pub(crate) const BF16_ACT: ActKind = ActKind::BF16;
+
+/// The row's values (exactly).
+pub(crate) fn dequant_row_bf16(row: &[u8], out: &mut [f32]) {
+    assert_eq!(row.len(), out.len() * 2, "BF16 row of {} bytes for {} values", row.len(), out.len());
+    for (o, c) in out.iter_mut().zip(row.chunks_exact(2)) {
+        *o = bf16_to_f32(u16::from_le_bytes([c[0], c[1]]));
+    }
+}

@@ -11,6 +11,8 @@
 #   LLAMA_SRC     an already-unpacked llama.cpp source tree (skips the sdist entirely)
 #   LLAMA_BUILD   an existing build dir to reuse (default: $ANCHOR_DIR/build)
 #   JOBS          parallel build jobs (default: nproc)
+#   ISA           native (default) or avx2: AVX2+FMA+F16C only, no AVX-512, for a same-ISA
+#                 comparison with hw = "x86_64-avx2" engines (use another LLAMA_BUILD dir)
 # Prints the bin dir on the last line. Re-running reuses the build dir (incremental).
 # Shared libraries are built (libllama.so, libggml*.so in <build>/bin) so that the Python
 # bindings shipped in the same sdist (llama_cpp/) can be used without pip-installing them:
@@ -50,7 +52,12 @@ fi
 [[ -f "$LLAMA_SRC/CMakeLists.txt" ]] || die "no llama.cpp source at $LLAMA_SRC (sdist lacks vendor/llama.cpp?)"
 
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
-    cmake -S "$LLAMA_SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    case "${ISA:-native}" in
+        native) isa_flags=(-DGGML_NATIVE=ON) ;;
+        avx2) isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF) ;;
+        *) die "ISA must be native or avx2, not ${ISA}" ;;
+    esac
+    cmake -S "$LLAMA_SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON
 fi

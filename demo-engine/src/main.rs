@@ -153,8 +153,18 @@ fn read_bandwidth(threads: usize) -> f64 {
     best
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().cmd {
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    match cmd {
         Cmd::Generate { m, prompt, prompt_ids, s, print_ids } => {
             let mut model = open(&m)?;
             let ids = match (prompt, prompt_ids) {

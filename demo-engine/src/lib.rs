@@ -28,6 +28,8 @@ pub trait Model {
     fn max_seq(&self) -> usize;
     fn set_threads(&mut self, n: usize);
     fn reset(&mut self);
+    /// Whether `id` ends a generation (eos, <|im_end|>, …).
+    fn is_eog(&self, id: u32) -> bool;
     fn hw(&self) -> &'static str;
 }
 
@@ -65,6 +67,9 @@ macro_rules! impl_model {
             }
             fn reset(&mut self) {
                 (**self).reset()
+            }
+            fn is_eog(&self, id: u32) -> bool {
+                self.tokenizer().is_eog(id)
             }
             fn hw(&self) -> &'static str {
                 $hw

@@ -62,6 +62,12 @@ pub enum ChainError {
     Verify(String),
 }
 
+/// The plan for `c` (its key and canonical constraints baked in).
+fn plan_for(c: &Constraints, ckb: &Ckb) -> Result<plan::Plan, ChainError> {
+    let (key, canonical) = (c.key(), c.canonical_toml());
+    plan::plan(&plan_input(c, &key, &canonical), ckb)
+}
+
 fn plan_input<'a>(c: &'a Constraints, key: &'a str, canonical: &'a str) -> plan::PlanInput<'a> {
     plan::PlanInput {
         key,
@@ -76,9 +82,7 @@ fn plan_input<'a>(c: &'a Constraints, key: &'a str, canonical: &'a str) -> plan:
 
 /// Plans and implements the engine for `c`: the slots' code and the assembled `engine.rs`.
 pub fn implement_engine(c: &Constraints, ckb: &Ckb, progress: bool) -> Result<(plan::Plan, Vec<SlotCode>, String), ChainError> {
-    let key = c.key();
-    let canonical = c.canonical_toml();
-    let plan = plan::plan(&plan_input(c, &key, &canonical), ckb)?;
+    let plan = plan_for(c, ckb)?;
     if progress {
         eprintln!(
             "metainfer: plan: {} slots for model={} hw={} quant={} ({} tensor types)",
@@ -192,10 +196,8 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
 /// Re-runs the gates of `c`'s plan on an existing `engine.rs`; returns the new `gates.toml`
 /// and whether every gate passed.
 pub fn reverify(c: &Constraints, ckb: &Ckb, engine_rs: &str, opts: &ChainOptions) -> Result<(Vec<u8>, bool), ChainError> {
-    let key = c.key();
-    let canonical = c.canonical_toml();
-    let plan = plan::plan(&plan_input(c, &key, &canonical), ckb)?;
+    let plan = plan_for(c, ckb)?;
     let gates = gate_ids(&plan, ckb);
-    let verdict = verify::verify(&scratch(opts, ckb, &key), engine_rs, &gates, opts.progress)?;
+    let verdict = verify::verify(&scratch(opts, ckb, &plan.key), engine_rs, &gates, opts.progress)?;
     Ok((consolidate::gates_toml(&verdict).into_bytes(), verdict.passed))
 }

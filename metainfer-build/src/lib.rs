@@ -38,6 +38,7 @@ pub mod constraints;
 pub mod ensure;
 pub mod error;
 pub mod expand;
+pub mod llm;
 pub mod manifest;
 pub mod mode;
 pub mod scan;

@@ -1,0 +1,2 @@
+//! Helpers shared by integration tests (`mod support;`).
+pub mod scripted_http;

@@ -8,7 +8,9 @@
 //! - [`Error`]: the one error type of every engine, with a variant per kind of bad input;
 //! - [`GenParams`], [`Message`], [`Stats`]: what generation takes and reports;
 //! - the runtime crates engines use, re-exported: [`memmap2`], [`half`], [`minijinja`],
-//!   [`minijinja_contrib`], [`fancy_regex`], [`serde_json`].
+//!   [`minijinja_contrib`], [`fancy_regex`], [`serde_json`];
+//! - with the cargo feature `server`, [`server`]: an OpenAI-compatible HTTP server over an
+//!   engine.
 
 pub use fancy_regex;
 pub use half;
@@ -16,6 +18,9 @@ pub use memmap2;
 pub use minijinja;
 pub use minijinja_contrib;
 pub use serde_json;
+
+#[cfg(feature = "server")]
+pub mod server;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -40,6 +40,7 @@ fn entry(cache: &Cache, ckb: &Ckb, quant: &str) -> Entry {
                 files,
                 slots,
                 gates_passed: true,
+                ..Default::default()
             },
         )
         .unwrap()

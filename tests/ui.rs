@@ -34,6 +34,7 @@ fn candidate() -> Candidate {
             realization: "fixture".into(),
         }],
         gates_passed: true,
+        ..Default::default()
     }
 }
 

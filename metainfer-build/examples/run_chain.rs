@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = [Arg::str("model", "qwen2"), Arg::str("hw", &hw), Arg::str("quant", "q4_k_m")];
     let c = Constraints::from_args(&args, &ckb).map_err(|e| e.message)?;
     let root = ckb.workspace_root();
-    let opts = chain::ChainOptions { workspace_root: root.clone(), scratch_dir: root.join("target/metainfer"), progress: true };
+    let opts = chain::ChainOptions::new(root.clone(), root.join("target/metainfer"), true);
     let cand = chain::run(&c, &ckb, &opts)?;
     println!("passed={}", cand.gates_passed);
     println!("{}", String::from_utf8_lossy(&cand.files["gates.toml"]));

@@ -42,6 +42,7 @@ fn candidate(tag: &str, passed: bool) -> Candidate {
             realization: "dot_f32/scalar".into(),
         }],
         gates_passed: passed,
+        ..Default::default()
     }
 }
 

@@ -53,12 +53,15 @@ impl BuildContext {
         self
     }
 
-    pub fn chain_options(&self) -> ChainOptions {
-        ChainOptions {
-            workspace_root: self.workspace_root.clone(),
-            scratch_dir: self.scratch_dir.clone(),
-            progress: self.progress,
-        }
+    /// Options for the chain, with the LLM endpoint and budget from the environment
+    /// (`METAINFER_LLM_*`; see [`crate::llm::LlmConfig::from_env`]). A badly set variable is an
+    /// error here, when generating, never on a cache hit.
+    pub fn chain_options(&self) -> Result<ChainOptions, ChainError> {
+        let mut o = ChainOptions::new(self.workspace_root.clone(), self.scratch_dir.clone(), self.progress);
+        o.llm = crate::llm::LlmConfig::from_env().map_err(|e| ChainError::Llm(e.to_string()))?;
+        o.budget = chain::llm_fill::LlmBudget::from_env()?;
+        o.llm_review = std::env::var("METAINFER_LLM_REVIEW").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        Ok(o)
     }
 }
 
@@ -66,7 +69,7 @@ impl BuildContext {
 /// whose gates passed, written atomically. In `auto` mode a stale hit is used as is;
 /// `metainfer prepare` regenerates it.
 pub fn ensure(c: &Constraints, ckb: &Ckb, ctx: &BuildContext) -> Result<Entry, BuildError> {
-    ensure_with(c, ckb, ctx, || chain::run(c, ckb, &ctx.chain_options()))
+    ensure_with(c, ckb, ctx, || chain::run(c, ckb, &ctx.chain_options()?))
 }
 
 /// [`ensure`] with the generator given (tests stand in for the chain).

@@ -89,6 +89,10 @@ enum Cmd {
 enum CkbCmd {
     /// Load every file and check referential integrity.
     Check,
+    /// List the proposals under ckb/proposals/ (LLM realizations that passed their gates).
+    Proposals,
+    /// Promote a proposal into the CKB: `<contract>/<dir>` as `ckb proposals` lists it, or its path.
+    Adopt { proposal: String },
 }
 
 fn main() -> ExitCode {
@@ -143,7 +147,47 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Cmd::Show { key } => show(&env, &key),
         Cmd::Verify { key } => verify(&env, &key),
         Cmd::Ckb { cmd: CkbCmd::Check } => ckb_check(&env),
+        Cmd::Ckb { cmd: CkbCmd::Proposals } => ckb_proposals(&env),
+        Cmd::Ckb { cmd: CkbCmd::Adopt { proposal } } => ckb_adopt(&env, &proposal),
     }
+}
+
+fn ckb_proposals(env: &Env) -> anyhow::Result<bool> {
+    let all = metainfer_build::ckb::adopt::list(&env.ckb_root);
+    if all.is_empty() {
+        out!("metainfer: no proposals in {}", env.show(&env.ckb_root.join("proposals")));
+    }
+    for (id, p) in all {
+        match p {
+            Ok(p) => {
+                let gates: Vec<String> = p.gate.iter().map(|g| format!("{} {}", g.id, g.status)).collect();
+                out!(
+                    "{id}  contract {} v{} for {} by {} in {} round(s); gates: {}",
+                    p.contract,
+                    p.contract_version,
+                    p.target,
+                    p.model.as_deref().unwrap_or("llm"),
+                    p.rounds,
+                    gates.join(", ")
+                );
+            }
+            Err(e) => out!("{id}  unreadable: {e}"),
+        }
+    }
+    Ok(true)
+}
+
+fn ckb_adopt(env: &Env, which: &str) -> anyhow::Result<bool> {
+    let a = metainfer_build::ckb::adopt::adopt(&env.ckb_root, which).map_err(anyhow::Error::msg)?;
+    out!(
+        "metainfer: adopted {}/{}: wrote {} and a [[realizations]] entry in {}",
+        a.contract,
+        a.variant,
+        env.show(&a.realization),
+        env.show(&a.contract_file)
+    );
+    out!("metainfer: the ckb digest changed, so cache entries are stale; run `metainfer prepare` to regenerate them");
+    Ok(true)
 }
 
 /// One engine the workspace references, with every place that references it.
@@ -468,7 +512,7 @@ fn verify(env: &Env, key: &str) -> anyhow::Result<bool> {
         &entry.manifest.constraints,
         &ckb,
         &engine,
-        &ctx.chain_options(),
+        &ctx.chain_options()?,
     )
     .with_context(|| format!("verifying {}", env.show(&entry.dir)))?;
     let old = std::fs::read(entry.path("gates.toml")).unwrap_or_default();

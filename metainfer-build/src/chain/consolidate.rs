@@ -60,3 +60,96 @@ pub fn transcript(plan: &Plan, codes: &[SlotCode], problems: &[Problem], v: &Ver
     }
     out
 }
+
+/// What an LLM section went through before it became a proposal.
+pub struct Evidence<'a> {
+    pub rounds: u32,
+    pub model: Option<&'a str>,
+    pub request_ids: &'a [String],
+    /// The whole engine's verdict (every gate), which the section is part of.
+    pub verdict: &'a Verdict,
+}
+
+/// `ckb/proposals/<contract>/<variant>-<hash>/proposal.toml`: an LLM realization that passed
+/// every gate of an engine, awaiting `metainfer ckb adopt`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Proposal {
+    pub contract: String,
+    pub contract_version: u32,
+    /// The variant it becomes when adopted (`realizations/<contract>/<variant>.rs`).
+    pub variant: String,
+    /// The target it was verified on, and the instruction sets it may use.
+    pub target: String,
+    pub isa: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    #[serde(default)]
+    pub entry_unsafe: bool,
+    /// The engine (cache key) whose gates it passed.
+    pub engine_key: String,
+    pub implementer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub rounds: u32,
+    #[serde(default)]
+    pub request_ids: Vec<String>,
+    /// blake3 of `realization.rs`.
+    pub blake3: String,
+    /// The gates of its contract, as the verifier left them.
+    pub gate: Vec<GateResult>,
+}
+
+/// Writes the proposal for LLM `code` in `slot` (atomically: a temp dir, then a rename);
+/// returns its directory. An identical proposal already there is left as it is.
+pub fn write_proposal(ckb: &crate::ckb::Ckb, plan: &Plan, slot: &super::plan::Slot, code: &SlotCode, ev: &Evidence<'_>) -> std::io::Result<std::path::PathBuf> {
+    let contract = slot.contract.clone().unwrap_or_else(|| slot.id.clone());
+    let variant = slot.variants.first().cloned().unwrap_or_else(|| "llm".into());
+    let hash = blake3::hash(code.code.as_bytes()).to_hex().to_string();
+    let parent = ckb.root.join("proposals").join(&contract);
+    let dir = parent.join(format!("{variant}-{}", &hash[..12]));
+    if dir.join("proposal.toml").exists() {
+        return Ok(dir);
+    }
+    let gates: Vec<String> = ckb.contracts.get(&contract).map(|c| c.gates.clone()).unwrap_or_default();
+    let p = Proposal {
+        contract: contract.clone(),
+        contract_version: slot.version,
+        variant,
+        target: plan.target.id.clone(),
+        isa: plan.target.features.clone(),
+        entry: slot.entry.as_ref().map(|e| e.0.clone()),
+        entry_unsafe: slot.entry.as_ref().is_some_and(|e| e.1),
+        engine_key: plan.key.clone(),
+        implementer: code.implementer.clone(),
+        model: ev.model.map(String::from),
+        rounds: ev.rounds,
+        request_ids: ev.request_ids.to_vec(),
+        blake3: hash.clone(),
+        gate: ev.verdict.gates.iter().filter(|g| gates.contains(&g.id)).cloned().collect(),
+    };
+    std::fs::create_dir_all(&parent)?;
+    let tmp = parent.join(format!(".tmp-{}-{}", &hash[..12], std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    let header = format!(
+        "# A realization of `{contract}` written by the llm implementer; it passed every gate of engine {}.\n# Adopt it with `metainfer ckb adopt {}/{}`.\n",
+        plan.key,
+        contract,
+        dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()
+    );
+    let body = toml::to_string(&p).map_err(std::io::Error::other)?;
+    std::fs::write(tmp.join("realization.rs"), &code.code)?;
+    std::fs::write(tmp.join("proposal.toml"), format!("{header}{body}"))?;
+    match std::fs::rename(&tmp, &dir) {
+        Ok(()) => Ok(dir),
+        Err(_) if dir.join("proposal.toml").exists() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(dir)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}

@@ -5,8 +5,11 @@
 //! candidate whose gates passed.
 
 pub mod consolidate;
+pub mod extract;
 pub mod implement;
+pub mod llm_fill;
 pub mod plan;
+pub mod prompts;
 pub mod review;
 pub mod verify;
 
@@ -27,6 +30,20 @@ pub struct ChainOptions {
     pub scratch_dir: PathBuf,
     /// Print progress to stderr.
     pub progress: bool,
+    /// The LLM endpoint for slots the CKB does not fill (`generator = "auto"` gaps, or every
+    /// contract slot with `"llm"`); `None`: such slots are an error that says how to set one.
+    pub llm: Option<crate::llm::LlmConfig>,
+    /// What the LLM implementer may spend.
+    pub budget: llm_fill::LlmBudget,
+    /// Also run the LLM spec-reviewer (advisory; the static reviewer always runs).
+    pub llm_review: bool,
+}
+
+impl ChainOptions {
+    /// Options for `workspace_root` with scratch crates under `scratch_dir`, no LLM.
+    pub fn new(workspace_root: PathBuf, scratch_dir: PathBuf, progress: bool) -> ChainOptions {
+        ChainOptions { workspace_root, scratch_dir, progress, llm: None, budget: llm_fill::LlmBudget::default(), llm_review: false }
+    }
 }
 
 /// Who filled a slot, recorded in the manifest.
@@ -40,12 +57,18 @@ pub struct SlotRecord {
 }
 
 /// The outcome of the chain: the files of a cache entry and the verdict.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Candidate {
     /// Relative path → content: `engine.rs`, `gates.toml`, `transcript.jsonl`.
     pub files: BTreeMap<String, Vec<u8>>,
     pub slots: Vec<SlotRecord>,
     pub gates_passed: bool,
+    /// The model the LLM server reported, where an LLM filled slots.
+    pub llm_model: Option<String>,
+    /// Every LLM request id, in order.
+    pub llm_request_ids: Vec<String>,
+    /// Proposals written under `ckb/proposals/` (LLM sections that passed every gate).
+    pub proposals: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +83,13 @@ pub enum ChainError {
     Compile { log: String },
     #[error("verify: {0}")]
     Verify(String),
+    #[error("llm: {0}")]
+    Llm(String),
+    #[error(
+        "llm: gave up on slot `{slot}` after {rounds} round(s): {why}; nothing was cached{}\nlast feedback to the implementer:\n{last_feedback}",
+        if .transcript.is_empty() { String::new() } else { format!(" (transcript kept in {})", .transcript) }
+    )]
+    Budget { slot: String, rounds: u32, why: String, last_feedback: String, transcript: String },
 }
 
 /// The plan for `c` (its key and canonical constraints baked in).
@@ -77,6 +107,7 @@ fn plan_input<'a>(c: &'a Constraints, key: &'a str, canonical: &'a str) -> plan:
         quant: c.quant.as_str(),
         max_seq: c.max_seq,
         features: c.features.iter().map(|f| f.as_str().to_string()).collect(),
+        generator: c.generator.as_str(),
     }
 }
 
@@ -95,6 +126,9 @@ pub fn implement_engine(c: &Constraints, ckb: &Ckb, progress: bool) -> Result<(p
     }
     let mut implementer = CkbImplementer { ckb };
     let mut codes = Vec::with_capacity(plan.slots.len());
+    if let Some(s) = plan.slots.iter().find(|s| s.llm) {
+        return Err(ChainError::Gap(format!("slot `{}` is for the llm implementer; implement_engine uses the ckb only (use chain::run)", s.id)));
+    }
     for slot in &plan.slots {
         let code = implementer.implement(&plan, slot, None)?;
         if progress {
@@ -111,21 +145,7 @@ pub fn review_engine(plan: &plan::Plan, codes: &[SlotCode], ckb: &Ckb) -> Vec<re
     let mut problems = Vec::new();
     for (slot, code) in plan.slots.iter().zip(codes) {
         let contract = slot.contract.as_ref().and_then(|id| ckb.contracts.get(id));
-        // the kernels the dispatch calls must exist with the dispatch's signatures
-        let unsafe_kw = if matches!(slot.entry, Some((_, true))) { "unsafe " } else { "" };
-        let mut extra: Vec<String> = Vec::new();
-        if let Some((e, _)) = &slot.entry {
-            extra.push(format!("pub(crate) {unsafe_kw}fn {e}(row: &[u8], x: &Act) -> f32"));
-        }
-        if let Some(e4) = &slot.entry4 {
-            extra.push(format!("pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"));
-        }
-        // the generated dispatch calls `#[target_feature]` kernels, the one unsafe it needs
-        let allow = match contract {
-            Some(c) => review::Allowances::of(Some(c)),
-            None => review::Allowances { unsafe_code: slot.id == "dispatch", file_access: false },
-        };
-        problems.extend(review::review_section(&slot.id, &code.code, contract, allow, &extra));
+        problems.extend(llm_fill::review_slot(slot, &code.code, contract));
     }
     problems
 }
@@ -154,9 +174,63 @@ fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, key: &str) -> verify::Scrat
     }
 }
 
-/// Runs the whole chain with the `ckb` implementer.
+/// Runs the whole chain: the `ckb` implementer for the slots the CKB covers, the LLM loop
+/// for the others (each verified on its own gates), then review and every gate on the whole
+/// engine. LLM sections of an engine that passed are written as proposals under
+/// `ckb/proposals/`.
 pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate, ChainError> {
-    let (plan, codes, engine) = implement_engine(c, ckb, opts.progress)?;
+    let plan = plan_for(c, ckb)?;
+    let llm_slots: Vec<usize> = plan.slots.iter().enumerate().filter(|(_, s)| s.llm).map(|(i, _)| i).collect();
+    if opts.progress {
+        eprintln!(
+            "metainfer: plan: {} slots for model={} hw={} quant={} ({} tensor types), {} for the llm",
+            plan.slots.len(),
+            plan.family.family,
+            plan.target.id,
+            plan.quant,
+            plan.tensor_types.len(),
+            llm_slots.len()
+        );
+    }
+    let mut ckb_impl = CkbImplementer { ckb };
+    let mut chosen: Vec<Option<SlotCode>> = vec![None; plan.slots.len()];
+    for (i, slot) in plan.slots.iter().enumerate() {
+        if !slot.llm {
+            let code = ckb_impl.implement(&plan, slot, None)?;
+            if opts.progress {
+                eprintln!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer);
+            }
+            chosen[i] = Some(code);
+        }
+    }
+    let scratch = scratch(opts, ckb, &plan.key);
+    let mut session_out: Option<(Vec<serde_json::Value>, Vec<String>, Vec<String>)> = None;
+    let mut rounds: BTreeMap<usize, u32> = BTreeMap::new();
+    if !llm_slots.is_empty() {
+        let names: Vec<&str> = llm_slots.iter().map(|&i| plan.slots[i].id.as_str()).collect();
+        let cfg = opts.llm.clone().ok_or_else(|| {
+            ChainError::Llm(format!(
+                "generator = \"{}\" needs an llm for slot(s) {}, and none is configured; set METAINFER_LLM_BASE_URL and METAINFER_LLM_MODEL (and METAINFER_LLM_API_KEY if the server wants one), or METAINFER_LLM_CONFIG=<file.toml>, or use generator = \"ckb\" where the ckb covers every slot",
+                c.generator.as_str(),
+                names.join(", ")
+            ))
+        })?;
+        let client = crate::llm::Client::new(cfg);
+        let mut session = llm_fill::LlmSession::new(&client, opts.budget.clone(), opts.llm_review, opts.progress);
+        let reference = prompts::Reference::parse(c.reference.as_str());
+        for &i in &llm_slots {
+            match session.fill(&plan, i, &chosen, ckb, reference, &scratch) {
+                Ok(f) => {
+                    rounds.insert(i, f.rounds);
+                    chosen[i] = Some(f.code);
+                }
+                Err(e) => return Err(keep_transcript(opts, &plan.key, &session.transcript, e)),
+            }
+        }
+        session_out = Some((session.transcript, session.request_ids, session.models));
+    }
+    let codes: Vec<SlotCode> = chosen.into_iter().map(|c| c.expect("every slot is filled")).collect();
+    let engine = implement::assemble(&plan, &codes);
     let problems = review_engine(&plan, &codes, ckb);
     if !problems.is_empty() {
         return Err(ChainError::Review(problems));
@@ -165,18 +239,44 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
         eprintln!("metainfer: review: {} sections match their contracts and the code policy", codes.len());
     }
     let gates = gate_ids(&plan, ckb);
-    let verdict = verify::verify(&scratch(opts, ckb, &plan.key), &engine, &gates, opts.progress)?;
+    let verdict = verify::verify(&scratch, &engine, &gates, opts.progress)?;
     if opts.progress {
         for g in &verdict.gates {
             eprintln!("metainfer: verify: gate {:<12} {}", g.id, g.status);
         }
     }
+    let mut transcript = consolidate::transcript(&plan, &codes, &problems, &verdict);
+    let (llm_model, llm_request_ids) = match &session_out {
+        Some((lines, ids, models)) => {
+            for l in lines {
+                transcript.push_str(&l.to_string());
+                transcript.push('\n');
+            }
+            (models.first().cloned(), ids.clone())
+        }
+        None => (None, Vec::new()),
+    };
     let mut files = BTreeMap::new();
     files.insert("engine.rs".to_string(), engine.into_bytes());
     files.insert("gates.toml".to_string(), consolidate::gates_toml(&verdict).into_bytes());
-    files.insert("transcript.jsonl".to_string(), consolidate::transcript(&plan, &codes, &problems, &verdict).into_bytes());
+    files.insert("transcript.jsonl".to_string(), transcript.into_bytes());
     if !verdict.passed {
-        files.insert("verify.log".to_string(), verdict.log.into_bytes());
+        files.insert("verify.log".to_string(), verdict.log.clone().into_bytes());
+    }
+    let mut proposals = Vec::new();
+    if verdict.passed {
+        for (&i, &r) in &rounds {
+            let p = consolidate::Evidence { rounds: r, model: llm_model.as_deref(), request_ids: &llm_request_ids, verdict: &verdict };
+            match consolidate::write_proposal(ckb, &plan, &plan.slots[i], &codes[i], &p) {
+                Ok(dir) => {
+                    if opts.progress {
+                        eprintln!("metainfer: consolidate: proposal {} (adopt it with `metainfer ckb adopt`)", dir.display());
+                    }
+                    proposals.push(dir);
+                }
+                Err(e) => return Err(ChainError::Verify(format!("cannot write the proposal for slot `{}`: {e}", plan.slots[i].id))),
+            }
+        }
     }
     let slots = plan
         .slots
@@ -190,7 +290,21 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             realization: c.realization.clone(),
         })
         .collect();
-    Ok(Candidate { files, slots, gates_passed: verdict.passed })
+    Ok(Candidate { files, slots, gates_passed: verdict.passed, llm_model, llm_request_ids, proposals })
+}
+
+/// Keeps the transcript of a failed LLM run under `<scratch>/failed/<key>/` and says where.
+fn keep_transcript(opts: &ChainOptions, key: &str, lines: &[serde_json::Value], e: ChainError) -> ChainError {
+    let dir = opts.scratch_dir.join("failed").join(key);
+    let path = dir.join("transcript.jsonl");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let kept = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, text)).is_ok();
+    let shown = if kept { path.display().to_string() } else { String::new() };
+    match e {
+        ChainError::Budget { slot, rounds, why, last_feedback, .. } => ChainError::Budget { slot, rounds, why, last_feedback, transcript: shown },
+        ChainError::Llm(m) if kept => ChainError::Llm(format!("{m}; nothing was cached (transcript kept in {shown})")),
+        other => other,
+    }
 }
 
 /// Re-runs the gates of `c`'s plan on an existing `engine.rs`; returns the new `gates.toml`

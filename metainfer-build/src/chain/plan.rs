@@ -38,6 +38,14 @@ pub struct Slot {
     /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
     /// (unsafe exactly when `entry` is).
     pub entry4: Option<String>,
+    /// Filled by the LLM implementer (a gap in the CKB, or every contract slot with
+    /// `generator = "llm"`); `variants` then names the one variant a proposal would add.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub llm: bool,
+    /// For an LLM slot the CKB also covers: the CKB's slot, which stands in for it while
+    /// other slots are verified before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Box<Slot>>,
 }
 
 /// The inputs of a plan, as strings (the constraints are validated before planning).
@@ -49,6 +57,8 @@ pub struct PlanInput<'a> {
     pub quant: &'a str,
     pub max_seq: Option<u32>,
     pub features: Vec<String>,
+    /// `ckb`, `llm` or `auto`: who fills contract slots.
+    pub generator: &'a str,
 }
 
 pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
@@ -82,7 +92,9 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
         .collect::<Result<_, _>>()?;
 
     let mut slots = Vec::new();
-    for section in &family.graph {
+    let extra = input.features.iter().filter_map(|f| family.feature_sections.get(f)).flatten();
+    let graph: Vec<&String> = family.graph.iter().chain(extra).collect();
+    for section in graph {
         match section.as_str() {
             "header" => slots.push(generated("header", "Constants and configuration")),
             "dispatch" => slots.push(generated("dispatch", "Kernel dispatch over the compiled tensor types")),
@@ -91,10 +103,10 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
                     let cid = t.contract.as_deref().ok_or_else(|| {
                         ChainError::Plan(format!("tensor type '{}' names no dot-kernel contract", t.id))
                     })?;
-                    slots.push(contract_slot(ckb, cid, &target)?);
+                    slots.push(contract_slot(ckb, cid, &target, input.generator, true)?);
                 }
             }
-            cid => slots.push(contract_slot(ckb, cid, &target)?),
+            cid => slots.push(contract_slot(ckb, cid, &target, input.generator, false)?),
         }
     }
     Ok(Plan {
@@ -112,16 +124,60 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
 }
 
 fn generated(id: &str, title: &str) -> Slot {
-    Slot { id: id.into(), title: title.into(), contract: None, version: 1, variants: vec![], entry: None, entry4: None }
+    Slot {
+        id: id.into(),
+        title: title.into(),
+        contract: None,
+        version: 1,
+        variants: vec![],
+        entry: None,
+        entry4: None,
+        llm: false,
+        fallback: None,
+    }
+}
+
+/// The variant name an LLM realization of a contract takes on `target`: the target's first
+/// (most preferred) variant, so that once adopted the planner picks it for this target.
+pub fn llm_variant(target: &Target) -> String {
+    target.variants.first().cloned().unwrap_or_else(|| "scalar".into())
 }
 
 /// The first realization (in the target's variant preference order) whose ISA needs the
-/// target meets, with the variants it must be included with.
-fn contract_slot(ckb: &Ckb, cid: &str, target: &Target) -> Result<Slot, ChainError> {
+/// target meets, with the variants it must be included with; or, where the generator says so
+/// (`llm`: always; `auto`: when the CKB has none), a slot for the LLM implementer.
+fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: &str, dot_kernel: bool) -> Result<Slot, ChainError> {
     let c: &Contract = ckb
         .contracts
         .get(cid)
         .ok_or_else(|| ChainError::Plan(format!("the model graph names contract '{cid}', which the ckb lacks")))?;
+    let from_ckb = ckb_slot(c, target);
+    let want_llm = match generator {
+        "llm" => true,
+        "auto" => from_ckb.is_err(),
+        _ => false,
+    };
+    if !want_llm {
+        return from_ckb;
+    }
+    let variant = llm_variant(target);
+    // A dot kernel's entry: safe for portable targets, a `#[target_feature]` fn otherwise.
+    let entry = dot_kernel.then(|| (format!("{}_{variant}", c.id), !target.features.is_empty()));
+    Ok(Slot {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        contract: Some(c.id.clone()),
+        version: c.version,
+        variants: vec![variant],
+        entry,
+        entry4: None,
+        llm: true,
+        fallback: from_ckb.ok().map(Box::new),
+    })
+}
+
+fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
+    let cid = c.id.as_str();
     let fits = |r: &RealizationRef| r.isa.iter().all(|f| target.features.contains(f));
     let chosen = target
         .variants
@@ -144,5 +200,7 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target) -> Result<Slot, ChainErr
         variants,
         entry: chosen.entry.clone().map(|e| (e, chosen.entry_unsafe)),
         entry4: chosen.entry4.clone(),
+        llm: false,
+        fallback: None,
     })
 }

@@ -198,6 +198,13 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
                 ));
             }
         }
+        for (feature, steps) in &m.feature_sections {
+            for step in steps {
+                if !ckb.contracts.contains_key(step) {
+                    p.push(format!("{file}: feature_sections.{feature} names `{step}`, which is not a contract"));
+                }
+            }
+        }
         if m.rope != "neox" && m.rope != "normal" {
             p.push(format!(
                 "{file}: rope `{}` is not one of neox, normal",

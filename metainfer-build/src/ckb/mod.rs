@@ -2,6 +2,7 @@
 //! [`schema`], plus its digest (what a cache entry records to detect staleness) and a
 //! referential-integrity check (`metainfer ckb check`).
 
+pub mod adopt;
 pub mod schema;
 
 pub(crate) mod check;

@@ -90,6 +90,10 @@ pub struct ModelFamily {
     /// `header`, `dot_kernels` (expanded to one `dot_<t>` per selected tensor type) and
     /// `dispatch`.
     pub graph: Vec<String>,
+    /// Contract ids appended to the graph when the constraints ask for a feature
+    /// (`server = ["server_openai"]`).
+    #[serde(default)]
+    pub feature_sections: BTreeMap<String, Vec<String>>,
     /// `neox` (rotate halves) or `normal` (interleaved pairs).
     pub rope: String,
     pub qkv_bias: bool,

@@ -51,5 +51,6 @@ pub fn candidate(tag: &str, passed: bool) -> Candidate {
             realization: "dot_f32/scalar".into(),
         }],
         gates_passed: passed,
+        ..Default::default()
     }
 }

@@ -47,12 +47,29 @@ pub fn code_of(reply: &str, finish_reason: Option<&str>) -> Result<String, Strin
             "your reply has no ```rust code block; reply with the whole section as one ```rust code block".into()
         });
     };
+    let code = unwrap_module(&code);
     let kept: Vec<&str> = code.lines().filter(|l| l.trim() != "use super::*;").collect();
     let code = kept.join("\n").trim_matches('\n').to_string();
     if code.trim().is_empty() {
         return Err("your ```rust code block is empty; put the section's items in it".into());
     }
     Ok(code + "\n")
+}
+
+/// `mod name { items }` (the whole code one inline module, as models like to write a
+/// section) becomes `items`: the section is wrapped in its module anyway.
+fn unwrap_module(code: &str) -> String {
+    let Ok(file) = syn::parse_file(code) else { return code.to_string() };
+    let [syn::Item::Mod(m)] = file.items.as_slice() else { return code.to_string() };
+    let Some((brace, _)) = &m.content else { return code.to_string() };
+    if !m.attrs.is_empty() {
+        return code.to_string();
+    }
+    let lines: Vec<&str> = code.lines().collect();
+    let (first, last) = (brace.span.open().start().line, brace.span.close().start().line); // 1-based lines of `{` and `}`
+    let body: Vec<&str> = if first == last { vec![] } else { lines[first..last - 1].to_vec() };
+    let indent = body.iter().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
+    body.iter().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n")
 }
 
 /// The lines of `engine_rs` that hold `slot`'s code: (first line, last line), 1-based.
@@ -120,6 +137,14 @@ mod tests {
         assert_eq!(code_of(r, Some("stop")).unwrap(), "fn a() {}\nfn b() {}\n");
         let untagged = "```\nfn a() {}\n```";
         assert_eq!(code_of(untagged, None).unwrap(), "fn a() {}\n");
+    }
+
+    #[test]
+    fn a_section_wrapped_in_its_module_is_unwrapped() {
+        let r = "```rust\nmod dot_f32 {\n    use super::*;\n    pub(crate) fn a() {}\n\n    fn b() {}\n}\n```";
+        assert_eq!(code_of(r, None).unwrap(), "pub(crate) fn a() {}\n\nfn b() {}\n");
+        let two = "```rust\nmod a {}\nfn b() {}\n```";
+        assert_eq!(code_of(two, None).unwrap(), "mod a {}\nfn b() {}\n", "only a sole module is unwrapped");
     }
 
     #[test]

@@ -211,6 +211,9 @@ impl<'a> LlmSession<'a> {
                 return Err(self.give_up(&slot.id, round - 1, &why, &last_feedback));
             }
             let (reply, finish) = self.ask("implementer", &slot.id, round, &conv)?;
+            // The conversation keeps the task and the latest exchange only, so that it stays
+            // inside small models' context windows however many rounds it takes.
+            conv.truncate(2);
             conv.push(ChatMessage::assistant(reply.clone()));
             let feedback = match self.check(plan, index, codes, ckb, contract, &reply, finish.as_deref(), scratch, round)? {
                 Ok((code, verdict)) => {
@@ -407,7 +410,12 @@ fn gate_failures(log: &str, max: usize) -> String {
         } else if in_panic && (line.trim().is_empty() || line.starts_with("note:") || line.starts_with("test ") || line.starts_with("stack backtrace:")) {
             in_panic = false;
         }
-        if in_panic || line.starts_with("GATE ") || line.trim_start().starts_with("GATE ") {
+        // (`test x ... GATE …` when the test printed before libtest wrote its status.)
+        let line = match line.find("GATE ") {
+            Some(i) if !in_panic => &line[i..],
+            _ => line,
+        };
+        if in_panic || line.starts_with("GATE ") {
             if out.len() + line.len() + 1 > max {
                 out.push_str("… (cut)\n");
                 break;

@@ -125,25 +125,37 @@ pub fn implementer_prompt(
             let _ = writeln!(s, "- {}: {} Fix: {}", m.id, m.symptom, m.fix);
         }
     }
+    let sib = if reference == Reference::Sibling { sibling(slot, contract, plan, ckb) } else { None };
+    // What the section is likely to use: names in its contract, and in the sibling it is shown.
+    let mut context = required_items(slot, contract).join("\n");
+    for t in [&contract.pseudocode, &contract.summary] {
+        context.push_str(t);
+    }
+    context.push_str(&contract.preconditions.join("\n"));
+    if let Some((_, code)) = &sib {
+        context.push_str(code);
+    }
+    let wanted = |name: &str| mentions(&context, name);
     let _ = writeln!(s, "\n## What the sections it uses provide");
     for r in &contract.requires {
         let Some(rc) = ckb.contracts.get(r) else { continue };
-        let _ = writeln!(s, "\n### `{r}` — {}", rc.summary);
         match (reference, code_of(r)) {
             (Reference::None, _) | (_, None) => {
+                let _ = writeln!(s, "\n### `{r}` — {}", rc.summary);
                 for i in &rc.interface {
                     let _ = writeln!(s, "- `{i}`");
                 }
             }
             (_, Some(code)) => {
-                let _ = writeln!(s, "Its items (bodies elided):\n```rust\n{}```", item_outline(&code));
+                let outline = item_outline(&code, Some(&wanted));
+                if !outline.is_empty() {
+                    let _ = writeln!(s, "\n### `{r}` — {}\nThe items your section is likely to use (bodies elided):\n```rust\n{outline}```", rc.summary);
+                }
             }
         }
     }
-    if reference == Reference::Sibling {
-        if let Some((name, code)) = sibling(slot, contract, plan, ckb) {
-            let _ = writeln!(s, "\n## A sibling realization ({name}), verified, for the conventions and helper types\n```rust\n{}\n```", code.trim_end());
-        }
+    if let Some((name, code)) = &sib {
+        let _ = writeln!(s, "\n## A sibling realization ({name}), verified, for the conventions and helper types\n```rust\n{}\n```", code.trim_end());
     }
     let _ = writeln!(s, "\nReply with the complete section `{}` as one ```rust code block.", slot.id);
     s
@@ -192,69 +204,79 @@ fn sibling(slot: &Slot, contract: &Contract, plan: &Plan, ckb: &Ckb) -> Option<(
         .find_map(pick)
 }
 
-/// The items of a section with function bodies elided: what another section can call.
-pub fn item_outline(code: &str) -> String {
+/// The items of a section with function bodies elided: what another section can call. With
+/// `wanted`, only the items (and impl blocks of the types) whose name it accepts.
+pub fn item_outline(code: &str, wanted: Option<&dyn Fn(&str) -> bool>) -> String {
     let Ok(file) = syn::parse_file(code) else {
         return code.to_string();
     };
-    let mut out = String::new();
-    let sig = |vis: &syn::Visibility, s: &syn::Signature| format!("{} {};", vis.to_token_stream(), s.to_token_stream());
+    let keep = |name: &str| wanted.is_none_or(|w| w(name));
+    let public = |v: &syn::Visibility| !matches!(v, syn::Visibility::Inherited);
+    let mut items: Vec<syn::Item> = Vec::new();
     for item in &file.items {
         match item {
-            syn::Item::Fn(f) if !matches!(f.vis, syn::Visibility::Inherited) => {
-                out.push_str(&sig(&f.vis, &f.sig));
-                out.push('\n');
+            syn::Item::Fn(f) if public(&f.vis) && keep(&f.sig.ident.to_string()) => {
+                let mut f = f.clone();
+                f.attrs.clear();
+                f.block.stmts.clear();
+                items.push(syn::Item::Fn(f));
             }
             syn::Item::Impl(i) => {
-                let mut methods = String::new();
-                for ii in &i.items {
-                    if let syn::ImplItem::Fn(f) = ii {
-                        if !matches!(f.vis, syn::Visibility::Inherited) {
-                            methods.push_str(&format!("    {}\n", sig(&f.vis, &f.sig)));
-                        }
-                    }
+                let ty = i.self_ty.to_token_stream().to_string();
+                if !keep(&ty) {
+                    continue;
                 }
-                if !methods.is_empty() || i.trait_.is_some() {
-                    let head = match &i.trait_ {
-                        Some((_, p, _)) => format!("impl {} for {}", p.to_token_stream(), i.self_ty.to_token_stream()),
-                        None => format!("impl {}", i.self_ty.to_token_stream()),
-                    };
-                    out.push_str(&format!("{head} {{\n{methods}}}\n"));
+                let mut i = i.clone();
+                i.attrs.clear();
+                i.items.retain_mut(|ii| match ii {
+                    syn::ImplItem::Fn(f) if public(&f.vis) || i.trait_.is_some() => {
+                        f.attrs.clear();
+                        f.block.stmts.clear();
+                        true
+                    }
+                    _ => false,
+                });
+                if !i.items.is_empty() || i.trait_.is_some() {
+                    items.push(syn::Item::Impl(i));
                 }
             }
             syn::Item::Struct(_) | syn::Item::Enum(_) | syn::Item::Const(_) | syn::Item::Type(_) | syn::Item::Static(_) => {
-                let vis = match item {
-                    syn::Item::Struct(x) => &x.vis,
-                    syn::Item::Enum(x) => &x.vis,
-                    syn::Item::Const(x) => &x.vis,
-                    syn::Item::Type(x) => &x.vis,
-                    syn::Item::Static(x) => &x.vis,
+                let (vis, name) = match item {
+                    syn::Item::Struct(x) => (&x.vis, x.ident.to_string()),
+                    syn::Item::Enum(x) => (&x.vis, x.ident.to_string()),
+                    syn::Item::Const(x) => (&x.vis, x.ident.to_string()),
+                    syn::Item::Type(x) => (&x.vis, x.ident.to_string()),
+                    syn::Item::Static(x) => (&x.vis, x.ident.to_string()),
                     _ => unreachable!(),
                 };
-                if !matches!(vis, syn::Visibility::Inherited) {
+                if public(vis) && keep(&name) {
                     let mut it = item.clone();
                     strip_attrs(&mut it);
-                    out.push_str(&it.to_token_stream().to_string());
-                    out.push('\n');
+                    items.push(it);
                 }
             }
             _ => {}
         }
     }
-    out
+    if items.is_empty() {
+        return String::new();
+    }
+    let text = prettyplease::unparse(&syn::File { shebang: None, attrs: Vec::new(), items });
+    // `fn f(..) -> T {}` reads as a definition; show signatures.
+    text.lines().map(|l| l.strip_suffix(" {}").map(|s| format!("{s};")).unwrap_or_else(|| l.to_string())).collect::<Vec<_>>().join("\n") + "\n"
 }
 
-/// Drops doc comments and other attributes (they would print as `# [doc = "…"]`).
+/// Drops doc comments and other attributes from an outlined item.
 fn strip_attrs(item: &mut syn::Item) {
     match item {
         syn::Item::Struct(x) => {
-            x.attrs.retain(|a| a.path().is_ident("derive"));
+            x.attrs.clear();
             for f in x.fields.iter_mut() {
                 f.attrs.clear();
             }
         }
         syn::Item::Enum(x) => {
-            x.attrs.retain(|a| a.path().is_ident("derive"));
+            x.attrs.clear();
             for v in x.variants.iter_mut() {
                 v.attrs.clear();
             }
@@ -264,6 +286,16 @@ fn strip_attrs(item: &mut syn::Item) {
         syn::Item::Static(x) => x.attrs.clear(),
         _ => {}
     }
+}
+
+/// Whether `name` appears as a word in `text`.
+fn mentions(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + name.len()..].chars().next();
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !word(before) && !word(after)
+    })
 }
 
 /// The spec-reviewer's message: the contract and the code, nothing else.
@@ -303,12 +335,15 @@ mod tests {
     #[test]
     fn outline_elides_bodies_and_private_items() {
         let code = "/// doc\npub struct Act { pub f32: Vec<f32>, q: Vec<i8> }\nimpl Act { pub fn new(x: &[f32]) -> Act { todo() } fn private(&self) {} }\nfn hidden() {}\npub(crate) fn dot(a: &[u8], x: &Act) -> f32 { 0.0 }\n";
-        let o = item_outline(code);
+        let o = item_outline(code, None);
         assert!(o.contains("pub struct Act"), "{o}");
-        assert!(o.contains("pub fn new (x : & [f32]) -> Act ;"), "{o}");
+        assert!(o.contains("pub fn new(x: &[f32]) -> Act;"), "{o}");
         assert!(!o.contains("private") && !o.contains("hidden") && !o.contains("todo"), "{o}");
-        assert!(o.contains("pub (crate) fn dot"), "{o}");
+        assert!(o.contains("pub(crate) fn dot(a: &[u8], x: &Act) -> f32;"), "{o}");
         assert!(!o.contains("doc"), "{o}");
+        let only_dot = item_outline(code, Some(&|n: &str| n == "dot"));
+        assert!(only_dot.contains("fn dot") && !only_dot.contains("Act {"), "{only_dot}");
+        assert!(mentions("x: &Act) -> f32", "Act") && !mentions("Action", "Act"));
     }
 
     #[test]

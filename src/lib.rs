@@ -50,3 +50,23 @@ macro_rules! include_engine {
         ));
     };
 }
+
+/// Emitted by the expansion of an engine generated with `features = ["server"]`: nothing when
+/// this crate's `server` feature is on, else a compile error that says how to turn it on.
+#[doc(hidden)]
+#[cfg(feature = "server")]
+#[macro_export]
+macro_rules! __require_server_feature {
+    () => {};
+}
+
+#[doc(hidden)]
+#[cfg(not(feature = "server"))]
+#[macro_export]
+macro_rules! __require_server_feature {
+    () => {
+        compile_error!(
+            "this engine was generated with features = [\"server\"], which needs the `server` feature of the metainfer crate: in Cargo.toml, metainfer = { version = \"…\", features = [\"server\"] }"
+        );
+    };
+}

@@ -6,14 +6,15 @@
 
 use metainfer::{GenParams, Message, Stats};
 
-#[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m")]
+#[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"])]
 pub struct Coder;
 
-#[metainfer::engine(model = "qwen2", hw = "generic", quant = "q4_k_m")]
+#[metainfer::engine(model = "qwen2", hw = "generic", quant = "q4_k_m", features = ["server"])]
 pub struct CoderPortable;
 
-/// What the CLI needs of an engine.
-pub trait Model {
+/// What the CLI needs of an engine (`Send`: `demo-engine serve` moves it to the server's
+/// threads).
+pub trait Model: Send {
     fn encode(&self, text: &str) -> Vec<u32>;
     fn decode(&self, ids: &[u32]) -> String;
     fn generate_ids(
@@ -31,6 +32,9 @@ pub trait Model {
     /// Whether `id` ends a generation (eos, <|im_end|>, …).
     fn is_eog(&self, id: u32) -> bool;
     fn hw(&self) -> &'static str;
+    /// The engine behind the OpenAI-compatible server (the `server_openai` section the engine
+    /// was generated with), bound to `addr` and not yet serving.
+    fn into_server(self: Box<Self>, addr: &str, cfg: metainfer::rt::server::ServerConfig) -> std::io::Result<metainfer::rt::server::Server>;
 }
 
 macro_rules! impl_model {
@@ -73,6 +77,9 @@ macro_rules! impl_model {
             }
             fn hw(&self) -> &'static str {
                 $hw
+            }
+            fn into_server(self: Box<Self>, addr: &str, cfg: metainfer::rt::server::ServerConfig) -> std::io::Result<metainfer::rt::server::Server> {
+                (*self).into_inner().server(addr, cfg)
             }
         }
     };

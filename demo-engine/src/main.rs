@@ -1,9 +1,11 @@
-//! `demo-engine`: generate, chat, bench and perplexity on a qwen2 GGUF with the engines
-//! MetaInfer generated for this crate (see src/lib.rs).
+//! `demo-engine`: generate, chat, bench, perplexity and an OpenAI-compatible server on a qwen2
+//! GGUF with the engines MetaInfer generated for this crate (see src/lib.rs).
+
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use demo_engine::{load, perplexity, Model, Which};
+use metainfer::rt::server::ServerConfig;
 use metainfer::{GenParams, Message};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -122,6 +124,28 @@ enum Cmd {
         file: PathBuf,
         #[arg(long, short = 'c', default_value_t = 512)]
         ctx: usize,
+    },
+    /// Serve the OpenAI-compatible HTTP API: /v1/models, /v1/chat/completions, /v1/completions.
+    Serve {
+        #[command(flatten)]
+        m: ModelArgs,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// 0 picks a free port (the "listening on" line names it).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Requests admitted at once (running + waiting for the engine); more get 429.
+        #[arg(long, default_value_t = 4)]
+        max_concurrent: usize,
+        /// Largest request body; larger gets 413.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_body_bytes: usize,
+        /// max_tokens for requests that give none (lowered to the context left).
+        #[arg(long, default_value_t = 256)]
+        default_max_tokens: usize,
+        /// No log line per request on stderr.
+        #[arg(long)]
+        quiet: bool,
     },
 }
 
@@ -296,6 +320,21 @@ fn run(cmd: Cmd) -> Result<()> {
             let (ppl, err, chunks) = perplexity(model.as_mut(), &tokens, ctx, |c, p| eprint!("[{c}]{p:.4} "))?;
             eprintln!();
             println!("Final estimate: PPL = {ppl:.4} +/- {err:.5} ({chunks} chunks of {ctx}, {:.1}s)", t0.elapsed().as_secs_f64());
+        }
+        Cmd::Serve { m, host, port, max_concurrent, max_body_bytes, default_max_tokens, quiet } => {
+            if max_concurrent == 0 || max_body_bytes == 0 {
+                bail!("--max-concurrent and --max-body-bytes must be at least 1");
+            }
+            let model = open(&m)?;
+            let id = m.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+            let (hw, ctx) = (model.hw(), model.max_seq());
+            let cfg = ServerConfig { max_body_bytes, max_concurrent, default_max_tokens, log: !quiet, model_id: Some(id.clone()), ..ServerConfig::default() };
+            let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+            let server = model.into_server(&addr, cfg).with_context(|| format!("cannot listen on {addr}"))?;
+            let addr = server.local_addr()?;
+            eprintln!("serving {id} ({hw} engine, context {ctx} tokens, {max_concurrent} requests admitted at once)");
+            eprintln!("listening on http://{addr}/v1");
+            server.run().context("serving")?;
         }
     }
     Ok(())

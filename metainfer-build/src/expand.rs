@@ -44,6 +44,11 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         .map(|k| lit(entry.path(&format!("kernels/{k}"))))
         .collect();
     let env = TRACKED_ENV;
+    let require = entry
+        .manifest
+        .constraints
+        .has_feature(crate::constraints::Feature::Server)
+        .then(|| quote!(::metainfer::__require_server_feature!();));
     let summary = format!(
         "A generated inference engine for `{}` (cache key `{key}`).",
         entry.manifest.constraints.summary()
@@ -89,6 +94,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         #[doc(hidden)]
         #[allow(dead_code, unused, clippy::all)]
         mod #module {
+            #require
             use ::metainfer::rt;
             include!(#engine);
             const _MANIFEST: &str = include_str!(#manifest);

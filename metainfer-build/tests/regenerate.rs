@@ -2,7 +2,7 @@
 //! ckb implementer, review, compile + gates in a scratch crate) gives a byte-identical entry.
 
 use metainfer_build::mode::Mode;
-use metainfer_build::{ensure, Arg, BuildContext, Cache, Ckb, Constraints};
+use metainfer_build::{ensure, Arg, ArgValue, BuildContext, Cache, Ckb, Constraints};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -27,7 +27,7 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 fn regenerated_entry_is_byte_identical_to_the_committed_one() {
     let ckb = Ckb::load(Ckb::default_root()).unwrap();
     let root = ckb.workspace_root();
-    let c = Constraints::from_args(&[Arg::str("model", "qwen2"), Arg::str("hw", "generic"), Arg::str("quant", "q4_k_m")], &ckb)
+    let c = Constraints::from_args(&[Arg::str("model", "qwen2"), Arg::str("hw", "generic"), Arg::str("quant", "q4_k_m"), Arg::new("features", ArgValue::List(vec!["server".into()]))], &ckb)
         .unwrap();
     let committed = root.join("cache").join(c.key());
     assert!(committed.is_dir(), "the demo's generic engine is committed under {}", committed.display());

@@ -59,11 +59,12 @@ impl GenTextStream<'_> {
 impl Engine {
     /// Raw-prompt generation (special tokens parsed, BOS as the model file asks); returns the text.
     pub fn generate(&mut self, prompt: &str, p: &rt::GenParams) -> rt::Result<String> {
-        Ok(self.gen_text(prompt, p, &mut |_| true)?.0)
+        Ok(self.stream(prompt, p, &mut |_| true)?.0)
     }
 
-    /// BOS (when the model file asks for it and the text does not start with it) + encode + generate_ids.
-    fn gen_text(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool)
+    /// Raw-prompt generation streaming text through `on_text` (false cancels): BOS when the model file
+    /// asks for it and the text does not start with it, encode (special tokens parsed), generate_ids.
+    pub fn stream(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool)
         -> rt::Result<(String, rt::Stats)> {
         let has_bos = |b: u32| {
             let t = self.tok.decode(&[b]);
@@ -157,6 +158,6 @@ impl Engine {
     /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
     pub fn chat(&mut self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
         let prompt = self.render_chat(messages, true)?;
-        self.gen_text(&prompt, p, on_text)
+        self.stream(&prompt, p, on_text)
     }
 }

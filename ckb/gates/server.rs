@@ -1,0 +1,86 @@
+// Gate server: the engine served by rt::server on 127.0.0.1, spoken to over a raw socket.
+// Compiled inside the candidate engine crate (so it sees `Engine`).
+
+fn server_model() -> std::path::PathBuf {
+    let fixtures = std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures");
+    std::path::PathBuf::from(fixtures).join("tiny-qwen2.gguf")
+}
+
+/// One HTTP/1.1 request; returns (status, body).
+fn server_request(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the engine's server");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: gate\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").expect("an HTTP response with a head");
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status code");
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = String::new();
+        let mut r = rest;
+        while let Some((len, after)) = r.split_once("\r\n") {
+            let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            out.push_str(&after[..n]);
+            r = &after[n + 2..];
+        }
+        out
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+#[test]
+fn serves_the_engines_own_greedy_text() {
+    let prompt = "Hello world";
+    let mut direct = Engine::load(&server_model()).expect("tiny model loads");
+    let want = direct.generate(prompt, &rt::GenParams::greedy(12)).expect("direct generation");
+    let want_prompt_tokens = rt::server::Backend::count_tokens(&direct, prompt);
+
+    let engine = Engine::load(&server_model()).expect("tiny model loads");
+    let server = engine.server("127.0.0.1:0", rt::server::ServerConfig::default()).expect("bind loopback");
+    let addr = server.local_addr().unwrap();
+    let _handle = server.spawn();
+
+    let body = format!(r#"{{"prompt": {prompt:?}, "max_tokens": 12, "temperature": 0}}"#);
+    let (status, text) = server_request(addr, "POST", "/v1/completions", &body);
+    assert_eq!(status, 200, "{text}");
+    let v: rt::serde_json::Value = rt::serde_json::from_str(&text).expect("a JSON body");
+    let got = v["choices"][0]["text"].as_str().expect("choices[0].text");
+    assert_eq!(got, want, "the server's completion is the engine's greedy text");
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(want_prompt_tokens as u64), "{text}");
+
+    let body = format!(r#"{{"prompt": {prompt:?}, "max_tokens": 12, "temperature": 0, "stream": true}}"#);
+    let (status, sse) = server_request(addr, "POST", "/v1/completions", &body);
+    assert_eq!(status, 200, "{sse}");
+    let mut streamed = String::new();
+    let mut done = false;
+    for line in sse.lines() {
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let v: rt::serde_json::Value = rt::serde_json::from_str(data).expect("each SSE event is JSON");
+        if let Some(t) = v["choices"][0]["text"].as_str() {
+            streamed.push_str(t);
+        }
+    }
+    assert!(done, "the stream ends with [DONE]: {sse}");
+    assert_eq!(streamed, want, "streamed pieces concatenate to the engine's text");
+
+    let (status, text) = server_request(addr, "POST", "/v1/completions", "{not json");
+    assert_eq!(status, 400, "{text}");
+    let v: rt::serde_json::Value = rt::serde_json::from_str(&text).expect("the error envelope is JSON");
+    assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{text}");
+    println!("GATE server completion_chars={} prompt_tokens={want_prompt_tokens} streamed=true", want.len());
+}

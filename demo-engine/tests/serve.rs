@@ -1,0 +1,218 @@
+//! `demo-engine serve` end to end: the real binary on a free port with the tiny committed model,
+//! driven by a real HTTP client (ureq), and by the official python `openai` client when it is
+//! installed.
+
+mod common;
+use metainfer::rt::serde_json::{self, json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The server process; killed when dropped.
+struct Served {
+    child: Child,
+    /// `http://ADDR/v1`
+    base: String,
+    /// stderr lines after the "listening on" line.
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    fn start(extra: &[&str]) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_demo-engine"))
+            .args(["serve", "--model"])
+            .arg(common::tiny_model())
+            .args(["--port", "0", "--threads", "1"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start demo-engine");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                match (&tx, line.strip_prefix("listening on ")) {
+                    (Some(t), Some(url)) => {
+                        let _ = t.send(Ok(url.to_string()));
+                        tx = None;
+                    }
+                    (Some(t), None) if line.starts_with("error") => {
+                        let _ = t.send(Err(line));
+                    }
+                    _ => log2.lock().unwrap().push(line),
+                }
+            }
+        });
+        let mut served = Served { child, base: String::new(), log };
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(url)) => served.base = url,
+            Ok(Err(e)) => panic!("demo-engine serve failed: {e}"),
+            Err(_) => panic!("demo-engine serve printed no 'listening on' line"),
+        }
+        assert!(served.base.starts_with("http://127.0.0.1:") && served.base.ends_with("/v1"), "{}", served.base);
+        served
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
+        let r = match agent.post(&self.url(path)).send_json(body) {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("transport error: {e}"),
+        };
+        assert!(r.header("x-request-id").is_some());
+        (r.status(), r.into_json().unwrap())
+    }
+}
+
+#[test]
+fn completions_are_deterministic_when_greedy() {
+    let s = Served::start(&[]);
+    let models: Value = ureq::get(&s.url("/models")).call().unwrap().into_json().unwrap();
+    assert_eq!(models["data"][0]["id"], "tiny-qwen2");
+    let ctx = models["data"][0]["context_length"].as_u64().unwrap();
+    assert!(ctx > 16, "{models}");
+
+    let req = json!({"model": "tiny-qwen2", "prompt": "hello world", "max_tokens": 8, "temperature": 0, "ignore_eos": true});
+    let (st, a) = s.post("/completions", req.clone());
+    assert_eq!(st, 200, "{a}");
+    let (st, b) = s.post("/completions", req);
+    assert_eq!(st, 200, "{b}");
+    let text = a["choices"][0]["text"].as_str().unwrap();
+    assert!(!text.is_empty(), "{a}");
+    assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"], "greedy output differs between two calls");
+    assert_eq!(a["choices"][0]["finish_reason"], "length");
+    assert_eq!(a["model"], "tiny-qwen2");
+    assert!(a["id"].as_str().unwrap().starts_with("cmpl-"));
+    assert_ne!(a["id"], b["id"]);
+    let u = &a["usage"];
+    assert_eq!(u["completion_tokens"], 8);
+    assert!(u["prompt_tokens"].as_u64().unwrap() >= 2, "{u}");
+    assert_eq!(u["total_tokens"].as_u64(), Some(u["prompt_tokens"].as_u64().unwrap() + 8));
+    assert_eq!(a["usage"], b["usage"], "the second call's prompt came from the KV cache but usage counts all of it");
+
+    // too long for the context: 400 context_length_exceeded
+    let (st, e) = s.post("/completions", json!({"prompt": "hello", "max_tokens": ctx}));
+    assert_eq!(st, 400, "{e}");
+    assert_eq!(e["error"]["code"], "context_length_exceeded");
+
+    // the request log
+    let t0 = Instant::now();
+    while !s.log.lock().unwrap().iter().any(|l| l.contains("POST /v1/completions 200")) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "no request log line: {:?}", s.log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn chat_with_the_fixture_template() {
+    let s = Served::start(&["--quiet"]);
+    let msgs = json!([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi."}]);
+    let (st, v) = s.post("/chat/completions", json!({"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": true}));
+    assert_eq!(st, 200, "{v}");
+    let c = &v["choices"][0];
+    assert_eq!(c["message"]["role"], "assistant");
+    assert!(!c["message"]["content"].as_str().unwrap().is_empty(), "{v}");
+    assert_eq!(c["finish_reason"], "length");
+    assert_eq!(v["usage"]["completion_tokens"], 6);
+    // the rendered template is longer than the two messages' words
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 8, "{v}");
+
+    // streamed: role first, pieces, finish, usage, [DONE]
+    let body = json!({"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": true, "stream": true,
+                      "stream_options": {"include_usage": true}});
+    let r = ureq::post(&s.url("/chat/completions")).send_json(body).unwrap();
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let text = r.into_string().unwrap();
+    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
+    assert_eq!(*events.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 6);
+    assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "length");
+    let streamed: String = chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str()).collect();
+    assert!(!streamed.is_empty());
+}
+
+#[test]
+fn client_leaving_mid_stream_cancels() {
+    let s = Served::start(&[]);
+    let addr = s.base.trim_start_matches("http://").trim_end_matches("/v1").to_string();
+    let models: Value = ureq::get(&s.url("/models")).call().unwrap().into_json().unwrap();
+    let max = models["data"][0]["context_length"].as_u64().unwrap() - 8;
+    let body = json!({"prompt": "hello", "max_tokens": max, "temperature": 0, "ignore_eos": true, "stream": true}).to_string();
+    let mut c = std::net::TcpStream::connect(&addr).unwrap();
+    write!(c, "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut rd = BufReader::new(&c);
+    let mut line = String::new();
+    rd.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    while !line.starts_with("data: ") {
+        line.clear();
+        rd.read_line(&mut line).unwrap();
+    }
+    drop(rd);
+    drop(c);
+    let t0 = Instant::now();
+    loop {
+        let log = s.log.lock().unwrap();
+        if let Some(l) = log.iter().find(|l| l.contains("POST /v1/completions")) {
+            // cancelled, unless the tiny model was fast enough to finish before it noticed
+            assert!(l.contains("client gone") || l.contains(&format!("gen={max}")), "{l}");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no log line: {log:?}");
+        drop(log);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn official_python_openai_client() {
+    let has = Command::new("python3").args(["-c", "import openai"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !has {
+        println!("skipped: the python openai package is not installed (pip install openai)");
+        return;
+    }
+    let s = Served::start(&["--quiet"]);
+    let script = r#"
+import sys, openai
+c = openai.OpenAI(base_url=sys.argv[1], api_key="none")
+m = c.models.list().data[0].id
+r = c.chat.completions.create(model=m, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0)
+assert r.choices[0].message.role == "assistant" and r.usage.completion_tokens <= 4, r
+parts = [ch.choices[0].delta.content or "" for ch in c.chat.completions.create(model=m, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0, stream=True) if ch.choices]
+t = c.completions.create(model=m, prompt="hello", max_tokens=3, temperature=0)
+assert t.choices[0].finish_reason in ("stop", "length"), t
+try:
+    c.chat.completions.create(model=m, messages=[{"role": "user", "content": "hi"}], n=2)
+    raise SystemExit("n=2 was accepted")
+except openai.BadRequestError as e:
+    assert "n = 1" in str(e), e
+print("ok", m, repr("".join(parts)))
+"#;
+    let out = Command::new("python3").args(["-c", script, &s.base]).output().unwrap();
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && so.starts_with("ok tiny-qwen2"), "{so}\n{}", String::from_utf8_lossy(&out.stderr));
+    println!("python openai client: {}", so.trim());
+}

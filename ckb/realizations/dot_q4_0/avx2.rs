@@ -7,26 +7,6 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4_0_hsum_f32x8(x: __m256) -> f32 {
-    let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    _mm_cvtss_f32(r)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4_0_mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
-    let ax = _mm256_sign_epi8(x, x);
-    let sy = _mm256_sign_epi8(y, x);
-    let dot = _mm256_maddubs_epi16(ax, sy);
-    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
-}
-
 // 16 bytes of nibbles -> 32 bytes: low nibbles in bytes 0..16, high nibbles in bytes 16..32.
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -35,28 +15,6 @@ unsafe fn q4_0_bytes_from_nibbles_32(p: *const u8) -> __m256i {
     let tmp = _mm_loadu_si128(p as *const __m128i);
     let bytes = _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp);
     _mm256_and_si256(_mm256_set1_epi8(0x0F), bytes)
-}
-
-// Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
-// fp16_to_f32 on eight lanes, AVX2 integer operations only).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4_0_f16x8_to_f32(h: __m128i) -> __m256 {
-    let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-    let two_w = _mm256_add_epi32(w, w);
-    let normalized = _mm256_mul_ps(
-        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-        _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-    );
-    let denormalized = _mm256_sub_ps(
-        _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-        _mm256_set1_ps(0.5),
-    );
-    let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-    let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-    _mm256_or_ps(r, _mm256_castsi256_ps(sign))
 }
 
 // d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
@@ -83,7 +41,7 @@ unsafe fn q4_0_scales8(w: &[BlockQ4_0], ad: &[f32]) -> __m256 {
         let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         _mm256_maskload_ps(ad.as_ptr(), mask)
     };
-    _mm256_mul_ps(q4_0_f16x8_to_f32(h), dx)
+    _mm256_mul_ps(f16x8_to_f32(h), dx)
 }
 
 // acc + d * (the eight i32 lane sums of block b . block y, as f32).
@@ -93,7 +51,7 @@ unsafe fn q4_0_scales8(w: &[BlockQ4_0], ad: &[f32]) -> __m256 {
 unsafe fn q4_0_step(acc: __m256, d: __m256, b: &BlockQ4_0, y: &BlockQ8_0) -> __m256 {
     let qx = _mm256_sub_epi8(q4_0_bytes_from_nibbles_32(b.qs.as_ptr()), _mm256_set1_epi8(8));
     let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-    _mm256_fmadd_ps(d, q4_0_mul_sum_i8_pairs_float(qx, qy), acc)
+    _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
 }
 
 /// row . x for a Q4_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
@@ -126,5 +84,5 @@ pub(crate) unsafe fn dot_q4_0_avx2(row: &[u8], x: &Act) -> f32 {
             }
         }
     }
-    q4_0_hsum_f32x8(acc)
+    hsum_f32x8(acc)
 }

@@ -8,16 +8,6 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q6_k_hsum_f32x8(x: __m256) -> f32 {
-    let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    _mm_cvtss_f32(r)
-}
-
 // i16 x 16 of scales[2i] (x8) and scales[2i+1] (x8).
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -79,7 +69,7 @@ pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
         sumi = _mm256_sub_epi32(sumi, q8sclsub);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    q6_k_hsum_f32x8(acc)
+    hsum_f32x8(acc)
 }
 
 /// row . xs[t] for a Q6_K row and four activations (prefill): each super-block's 6-bit quants
@@ -136,5 +126,5 @@ pub(crate) unsafe fn dot4_q6_k_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[t]);
         }
     }
-    [q6_k_hsum_f32x8(acc[0]), q6_k_hsum_f32x8(acc[1]), q6_k_hsum_f32x8(acc[2]), q6_k_hsum_f32x8(acc[3])]
+    [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
 }

@@ -8,49 +8,6 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_hsum_f32x8(x: __m256) -> f32 {
-    let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    _mm_cvtss_f32(r)
-}
-
-// Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
-    let ax = _mm256_sign_epi8(x, x);
-    let sy = _mm256_sign_epi8(y, x);
-    let dot = _mm256_maddubs_epi16(ax, sy);
-    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
-}
-
-// Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
-// fp16_to_f32 on eight lanes, AVX2 integer operations only).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_f16x8_to_f32(h: __m128i) -> __m256 {
-    let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-    let two_w = _mm256_add_epi32(w, w);
-    let normalized = _mm256_mul_ps(
-        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-        _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-    );
-    let denormalized = _mm256_sub_ps(
-        _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-        _mm256_set1_ps(0.5),
-    );
-    let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-    let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-    _mm256_or_ps(r, _mm256_castsi256_ps(sign))
-}
-
 // d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
 // gathered and converted at once, times the activation's f32 scales.
 #[cfg(target_arch = "x86_64")]
@@ -75,7 +32,7 @@ unsafe fn q8_0_scales8(w: &[BlockQ8_0W], ad: &[f32]) -> __m256 {
         let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         _mm256_maskload_ps(ad.as_ptr(), mask)
     };
-    _mm256_mul_ps(q8_0_f16x8_to_f32(h), dx)
+    _mm256_mul_ps(f16x8_to_f32(h), dx)
 }
 
 // acc + d * (the eight i32 lane sums of block b . block y, as f32).
@@ -85,7 +42,7 @@ unsafe fn q8_0_scales8(w: &[BlockQ8_0W], ad: &[f32]) -> __m256 {
 unsafe fn q8_0_step(acc: __m256, d: __m256, b: &BlockQ8_0W, y: &BlockQ8_0) -> __m256 {
     let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
     let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-    _mm256_fmadd_ps(d, q8_0_mul_sum_i8_pairs_float(qx, qy), acc)
+    _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
 }
 
 /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
@@ -118,7 +75,7 @@ pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
             }
         }
     }
-    q8_0_hsum_f32x8(acc)
+    hsum_f32x8(acc)
 }
 
 // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
@@ -137,7 +94,7 @@ unsafe fn q8_0_wscales8(w: &[BlockQ8_0W]) -> __m256 {
         }
         _mm_set_epi64x(h[1] as i64, h[0] as i64)
     };
-    q8_0_f16x8_to_f32(h)
+    f16x8_to_f32(h)
 }
 
 // The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
@@ -193,5 +150,5 @@ pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
             }
         }
     }
-    [q8_0_hsum_f32x8(acc[0]), q8_0_hsum_f32x8(acc[1]), q8_0_hsum_f32x8(acc[2]), q8_0_hsum_f32x8(acc[3])]
+    [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
 }

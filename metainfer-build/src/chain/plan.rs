@@ -106,6 +106,14 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
                     slots.push(contract_slot(ckb, cid, &target, input.generator, true)?);
                 }
             }
+            optional if optional.ends_with('?') => {
+                // Shared helpers some targets' realizations use: only where the CKB has one.
+                let cid = optional.trim_end_matches('?');
+                let c = ckb.contracts.get(cid).ok_or_else(|| no("contract", cid))?;
+                if let Ok(slot) = ckb_slot(c, &target) {
+                    slots.push(slot);
+                }
+            }
             cid => slots.push(contract_slot(ckb, cid, &target, input.generator, false)?),
         }
     }

@@ -191,7 +191,8 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
             p.push(format!("{file}: `graph` is empty"));
         }
         for step in &m.graph {
-            if !ckb.contracts.contains_key(step) && !PSEUDO_SECTIONS.contains(&step.as_str()) {
+            let contract = step.strip_suffix('?').unwrap_or(step);
+            if !ckb.contracts.contains_key(contract) && !PSEUDO_SECTIONS.contains(&step.as_str()) {
                 p.push(format!(
                     "{file}: graph entry `{step}` is neither a contract nor one of {}",
                     join(PSEUDO_SECTIONS.iter().copied())

@@ -1,0 +1,49 @@
+// AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
+// lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, and an exact
+// eight-lane f16 -> f32 conversion.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn hsum_f32x8(x: __m256) -> f32 {
+    let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    _mm_cvtss_f32(r)
+}
+
+// Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
+    let ax = _mm256_sign_epi8(x, x);
+    let sy = _mm256_sign_epi8(y, x);
+    let dot = _mm256_maddubs_epi16(ax, sy);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
+}
+
+// Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
+// fp16_to_f32 on eight lanes, AVX2 integer operations only).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn f16x8_to_f32(h: __m128i) -> __m256 {
+    let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
+    let two_w = _mm256_add_epi32(w, w);
+    let normalized = _mm256_mul_ps(
+        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
+        _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
+    );
+    let denormalized = _mm256_sub_ps(
+        _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
+        _mm256_set1_ps(0.5),
+    );
+    let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
+    let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
+    _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+}

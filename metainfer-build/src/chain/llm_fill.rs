@@ -127,13 +127,13 @@ impl<'a> LlmSession<'a> {
     }
 
     /// One request of `role` for `slot`; recorded in the transcript whatever happens.
-    fn ask(&mut self, role: &str, slot: &str, round: u32, messages: &[ChatMessage]) -> Result<(String, Option<String>), ChainError> {
+    fn ask(&mut self, role: &str, slot: &str, round: u32, messages: &[ChatMessage], temperature: f32) -> Result<(String, Option<String>), ChainError> {
         let req = ChatRequest {
             messages: messages.to_vec(),
             max_tokens: Some(self.budget.reply_tokens),
-            temperature: Some(0.0),
+            temperature: Some(temperature),
             stop: Vec::new(),
-            seed: Some(0),
+            seed: Some(round as u64),
         };
         let mut streamed = 0usize;
         let progress = self.progress;
@@ -160,7 +160,7 @@ impl<'a> LlmSession<'a> {
                     self.models.push(reply.model.clone());
                 }
                 self.transcript.push(json!({
-                    "step": "llm", "role": role, "slot": slot, "round": round,
+                    "step": "llm", "role": role, "slot": slot, "round": round, "temperature": temperature,
                     "model": reply.model, "request_id": reply.request_id,
                     "attempts": reply.attempts, "elapsed_ms": reply.elapsed_ms,
                     "usage": reply.usage, "finish_reason": reply.finish_reason,
@@ -206,11 +206,21 @@ impl<'a> LlmSession<'a> {
         let gates = contract.gates.clone();
         self.say(format!("implementing `{}` ({} v{}) with {}; gates: {}", slot.id, cid, contract.version, self.client.config().model, gates.join(", ")));
         let mut last_feedback = String::new();
+        // Greedy first (reproducible); once a reply repeats an earlier one or runs into the token
+        // limit (small models loop), sample, with a new seed each round.
+        let mut seen: Vec<blake3::Hash> = Vec::new();
+        let mut temperature = 0.0f32;
         for round in 1..=self.budget.max_rounds {
             if let Some(why) = self.over_budget() {
                 return Err(self.give_up(&slot.id, round - 1, &why, &last_feedback));
             }
-            let (reply, finish) = self.ask("implementer", &slot.id, round, &conv)?;
+            let (reply, finish) = self.ask("implementer", &slot.id, round, &conv, temperature)?;
+            let h = blake3::hash(reply.as_bytes());
+            let repeated = seen.contains(&h);
+            seen.push(h);
+            if repeated || finish.as_deref() == Some("length") {
+                temperature = 0.7;
+            }
             // The conversation keeps the task and the latest exchange only, so that it stays
             // inside small models' context windows however many rounds it takes.
             conv.truncate(2);
@@ -222,6 +232,7 @@ impl<'a> LlmSession<'a> {
                     let code = SlotCode { slot: slot.id.clone(), implementer: "llm".into(), realization, code };
                     return Ok(Filled { code, rounds: round, verdict });
                 }
+                Err(feedback) if repeated => format!("Your reply is the same as an earlier one, which was rejected. {feedback}"),
                 Err(feedback) => feedback,
             };
             self.say(format!("round {round} of `{}` rejected: {}", slot.id, feedback.lines().next().unwrap_or("")));
@@ -268,7 +279,7 @@ impl<'a> LlmSession<'a> {
         }
         if self.llm_review {
             let msgs = [ChatMessage::system(prompts::REVIEWER_SYSTEM), ChatMessage::user(prompts::reviewer_prompt(slot, contract, &code))];
-            let (answer, _) = self.ask("reviewer", &slot.id, round, &msgs)?;
+            let (answer, _) = self.ask("reviewer", &slot.id, round, &msgs, 0.0)?;
             if let Some(objections) = prompts::reviewer_verdict(&answer) {
                 return Ok(Err(format!("The spec-reviewer found problems against the contract:\n{objections}")));
             }

@@ -263,3 +263,39 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn ckb_proposals_and_adopt_refusals() {
+    let ws = workspace();
+    let ckb = ws.root.join("ckb");
+    copy_dir(&common::fixture_ckb_dir(), &ckb);
+    let k = ckb.to_str().unwrap();
+    let (ok, out, _) = metainfer(&ws.root, &["--ckb", k, "ckb", "proposals"]);
+    assert!(ok && out.contains("no proposals"), "{out}");
+    let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/nope"]);
+    assert!(!ok);
+    assert!(err.contains("no proposal `dot_f32/nope`") && err.contains("proposals: none"), "{err}");
+
+    // A proposal whose code was edited after its gates passed is not adopted.
+    let dir = ckb.join("proposals/dot_f32/scalar-0123456789ab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let code = "pub(crate) const F32_ACT: ActKind = ActKind::F32;\n";
+    std::fs::write(dir.join("realization.rs"), format!("{code}// edited\n")).unwrap();
+    let proposal = format!(
+        "contract = \"dot_f32\"\ncontract_version = 1\nvariant = \"scalar\"\ntarget = \"generic\"\nisa = []\nentry = \"dot_f32_scalar\"\nentry_unsafe = false\nengine_key = \"{k0}\"\nimplementer = \"llm\"\nmodel = \"m\"\nrounds = 2\nrequest_ids = []\nblake3 = \"{h}\"\ngate = []\n",
+        k0 = "0".repeat(64),
+        h = blake3::hash(code.as_bytes()).to_hex()
+    );
+    std::fs::write(dir.join("proposal.toml"), proposal).unwrap();
+    let (ok, out, _) = metainfer(&ws.root, &["--ckb", k, "ckb", "proposals"]);
+    assert!(ok && out.contains("dot_f32/scalar-0123456789ab  contract dot_f32 v1 for generic by m in 2 round(s)"), "{out}");
+    let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/scalar-0123456789ab"]);
+    assert!(!ok);
+    assert!(err.contains("was edited after its gates passed"), "{err}");
+    // Restored, it still may not replace the contract's existing `scalar` realization.
+    std::fs::write(dir.join("realization.rs"), code).unwrap();
+    let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/scalar-0123456789ab"]);
+    assert!(!ok);
+    assert!(err.contains("already has a realization `scalar`"), "{err}");
+    assert!(dir.exists(), "a refused proposal stays where it was");
+}

@@ -20,6 +20,7 @@
 //! - [`ckb`]: the CKB's schema, loader, digest and integrity check;
 //! - [`cache`], [`manifest`]: cache entries, their verification and atomic writes;
 //! - [`mode`]: `METAINFER_MODE` (auto, offline, refresh);
+//! - [`nvrtc`]: CUDA C → PTX with NVRTC, loaded at run time (the `nvrtc` gate, CUDA engines);
 //! - [`chain`]: plan → implement → review → verify → consolidate;
 //! - [`ensure`](mod@ensure): lookup, generation, write;
 //! - [`attr`], [`expand`]: the attribute macro's parsing and expansion;
@@ -41,6 +42,7 @@ pub mod expand;
 pub mod llm;
 pub mod manifest;
 pub mod mode;
+pub mod nvrtc;
 pub mod scan;
 pub mod workspace;
 

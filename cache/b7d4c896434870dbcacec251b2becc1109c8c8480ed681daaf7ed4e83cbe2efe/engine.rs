@@ -16,21 +16,22 @@
 //    1. Constants and configuration (generated)
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
-//    4. F32 blocks and dot kernel (dot_f32/blocks+avx2)
-//    5. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2)
-//    6. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2)
-//    7. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2)
-//    8. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
-//    9. Kernel dispatch over the compiled tensor types (generated)
-//   10. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
-//   11. Weights (qwen2 tensors located in the mapped file) (weights_qwen2/gguf)
-//   12. Run state and KV cache (state_kv/f16)
-//   13. Forward pass (qwen2: RMSNorm, GQA attention with biases and NeoX rope, SwiGLU) (forward_qwen2/cpu)
-//   14. Tokenizer (byte-level BPE, qwen2 pre-tokenizer, special tokens) (tokenizer_bpe/qwen2)
-//   15. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
-//   16. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
-//   17. Generation and streaming (generate/stream)
-//   18. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/backend)
+//    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2)
+//    5. F32 blocks and dot kernel (dot_f32/blocks+avx2)
+//    6. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2)
+//    7. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2)
+//    8. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2)
+//    9. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
+//   10. Kernel dispatch over the compiled tensor types (generated)
+//   11. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
+//   12. Weights (qwen2 tensors located in the mapped file) (weights_qwen2/gguf)
+//   13. Run state and KV cache (state_kv/f16)
+//   14. Forward pass (qwen2: RMSNorm, GQA attention with biases and NeoX rope, SwiGLU) (forward_qwen2/cpu)
+//   15. Tokenizer (byte-level BPE, qwen2 pre-tokenizer, special tokens) (tokenizer_bpe/qwen2)
+//   16. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
+//   17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
+//   18. Generation and streaming (generate/stream)
+//   19. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/backend)
 
 // ==== 1. Constants and configuration — generated from the plan ====
 mod header {
@@ -799,7 +800,63 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v1, realization simd_avx2/avx2 (ckb) ====
+mod simd_avx2 {
+    use super::*;
+
+    // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
+    // lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, and an exact
+    // eight-lane f16 -> f32 conversion.
+
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn hsum_f32x8(x: __m256) -> f32 {
+        let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+        r = _mm_add_ss(r, _mm_movehdup_ps(r));
+        _mm_cvtss_f32(r)
+    }
+
+    // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
+        let ax = _mm256_sign_epi8(x, x);
+        let sy = _mm256_sign_epi8(y, x);
+        let dot = _mm256_maddubs_epi16(ax, sy);
+        _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
+    }
+
+    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
+    // fp16_to_f32 on eight lanes, AVX2 integer operations only).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn f16x8_to_f32(h: __m128i) -> __m256 {
+        let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+        let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
+        let two_w = _mm256_add_epi32(w, w);
+        let normalized = _mm256_mul_ps(
+            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
+            _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
+        );
+        let denormalized = _mm256_sub_ps(
+            _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
+            _mm256_set1_ps(0.5),
+        );
+        let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
+        let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
+        _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+    }
+}
+pub use simd_avx2::*;
+
+// ==== 5. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
 mod dot_f32 {
     use super::*;
 
@@ -866,7 +923,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+avx2 (ckb) ====
+// ==== 6. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+avx2 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1137,7 +1194,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2 (ckb) ====
+// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1204,26 +1261,6 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q5_0_hsum_f32x8(x: __m256) -> f32 {
-        let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        _mm_cvtss_f32(r)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q5_0_mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
-        let ax = _mm256_sign_epi8(x, x);
-        let sy = _mm256_sign_epi8(y, x);
-        let dot = _mm256_maddubs_epi16(ax, sy);
-        _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
-    }
-
     // The 32 signed quants of a block as bytes, in value order.
     #[cfg(target_arch = "x86_64")]
     #[inline]
@@ -1240,28 +1277,6 @@ mod dot_q5_0 {
         let hbits = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
         let hneg = _mm256_andnot_si256(hbits, _mm256_set1_epi8(0xF0u8 as i8));
         _mm256_or_si256(qx, hneg)
-    }
-
-    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
-    // fp16_to_f32 on eight lanes, AVX2 integer operations only).
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q5_0_f16x8_to_f32(h: __m128i) -> __m256 {
-        let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-        let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-        let two_w = _mm256_add_epi32(w, w);
-        let normalized = _mm256_mul_ps(
-            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-            _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-        );
-        let denormalized = _mm256_sub_ps(
-            _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-            _mm256_set1_ps(0.5),
-        );
-        let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-        let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-        _mm256_or_ps(r, _mm256_castsi256_ps(sign))
     }
 
     // d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
@@ -1288,7 +1303,7 @@ mod dot_q5_0 {
             let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             _mm256_maskload_ps(ad.as_ptr(), mask)
         };
-        _mm256_mul_ps(q5_0_f16x8_to_f32(h), dx)
+        _mm256_mul_ps(f16x8_to_f32(h), dx)
     }
 
     // acc + d * (the eight i32 lane sums of block b . block y, as f32).
@@ -1298,7 +1313,7 @@ mod dot_q5_0 {
     unsafe fn q5_0_step(acc: __m256, d: __m256, b: &BlockQ5_0, y: &BlockQ8_0) -> __m256 {
         let qx = q5_0_decode(b);
         let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-        _mm256_fmadd_ps(d, q5_0_mul_sum_i8_pairs_float(qx, qy), acc)
+        _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
     }
 
     /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
@@ -1331,7 +1346,7 @@ mod dot_q5_0 {
                 }
             }
         }
-        q5_0_hsum_f32x8(acc)
+        hsum_f32x8(acc)
     }
 
     // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
@@ -1350,7 +1365,7 @@ mod dot_q5_0 {
             }
             _mm_set_epi64x(h[1] as i64, h[0] as i64)
         };
-        q5_0_f16x8_to_f32(h)
+        f16x8_to_f32(h)
     }
 
     // The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
@@ -1406,12 +1421,12 @@ mod dot_q5_0 {
                 }
             }
         }
-        [q5_0_hsum_f32x8(acc[0]), q5_0_hsum_f32x8(acc[1]), q5_0_hsum_f32x8(acc[2]), q5_0_hsum_f32x8(acc[3])]
+        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
     }
 }
 pub use dot_q5_0::*;
 
-// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2 (ckb) ====
+// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1488,16 +1503,6 @@ mod dot_q6_k {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q6_k_hsum_f32x8(x: __m256) -> f32 {
-        let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        _mm_cvtss_f32(r)
-    }
-
     // i16 x 16 of scales[2i] (x8) and scales[2i+1] (x8).
     #[cfg(target_arch = "x86_64")]
     #[inline]
@@ -1559,7 +1564,7 @@ mod dot_q6_k {
             sumi = _mm256_sub_epi32(sumi, q8sclsub);
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
-        q6_k_hsum_f32x8(acc)
+        hsum_f32x8(acc)
     }
 
     /// row . xs[t] for a Q6_K row and four activations (prefill): each super-block's 6-bit quants
@@ -1616,12 +1621,12 @@ mod dot_q6_k {
                 acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[t]);
             }
         }
-        [q6_k_hsum_f32x8(acc[0]), q6_k_hsum_f32x8(acc[1]), q6_k_hsum_f32x8(acc[2]), q6_k_hsum_f32x8(acc[3])]
+        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
     }
 }
 pub use dot_q6_k::*;
 
-// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+avx2 (ckb) ====
+// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+avx2 (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -1671,49 +1676,6 @@ mod dot_q8_0 {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q8_0_hsum_f32x8(x: __m256) -> f32 {
-        let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        _mm_cvtss_f32(r)
-    }
-
-    // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q8_0_mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
-        let ax = _mm256_sign_epi8(x, x);
-        let sy = _mm256_sign_epi8(y, x);
-        let dot = _mm256_maddubs_epi16(ax, sy);
-        _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
-    }
-
-    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
-    // fp16_to_f32 on eight lanes, AVX2 integer operations only).
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q8_0_f16x8_to_f32(h: __m128i) -> __m256 {
-        let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-        let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-        let two_w = _mm256_add_epi32(w, w);
-        let normalized = _mm256_mul_ps(
-            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-            _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-        );
-        let denormalized = _mm256_sub_ps(
-            _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-            _mm256_set1_ps(0.5),
-        );
-        let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-        let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-        _mm256_or_ps(r, _mm256_castsi256_ps(sign))
-    }
-
     // d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
     // gathered and converted at once, times the activation's f32 scales.
     #[cfg(target_arch = "x86_64")]
@@ -1738,7 +1700,7 @@ mod dot_q8_0 {
             let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             _mm256_maskload_ps(ad.as_ptr(), mask)
         };
-        _mm256_mul_ps(q8_0_f16x8_to_f32(h), dx)
+        _mm256_mul_ps(f16x8_to_f32(h), dx)
     }
 
     // acc + d * (the eight i32 lane sums of block b . block y, as f32).
@@ -1748,7 +1710,7 @@ mod dot_q8_0 {
     unsafe fn q8_0_step(acc: __m256, d: __m256, b: &BlockQ8_0W, y: &BlockQ8_0) -> __m256 {
         let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
         let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-        _mm256_fmadd_ps(d, q8_0_mul_sum_i8_pairs_float(qx, qy), acc)
+        _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
     }
 
     /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
@@ -1781,7 +1743,7 @@ mod dot_q8_0 {
                 }
             }
         }
-        q8_0_hsum_f32x8(acc)
+        hsum_f32x8(acc)
     }
 
     // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
@@ -1800,7 +1762,7 @@ mod dot_q8_0 {
             }
             _mm_set_epi64x(h[1] as i64, h[0] as i64)
         };
-        q8_0_f16x8_to_f32(h)
+        f16x8_to_f32(h)
     }
 
     // The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
@@ -1856,12 +1818,12 @@ mod dot_q8_0 {
                 }
             }
         }
-        [q8_0_hsum_f32x8(acc[0]), q8_0_hsum_f32x8(acc[1]), q8_0_hsum_f32x8(acc[2]), q8_0_hsum_f32x8(acc[3])]
+        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
     }
 }
 pub use dot_q8_0::*;
 
-// ==== 9. Kernel dispatch over the compiled tensor types — generated from the plan ====
+// ==== 10. Kernel dispatch over the compiled tensor types — generated from the plan ====
 mod dispatch {
     use super::*;
 
@@ -1929,7 +1891,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 10. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
+// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -2301,7 +2263,7 @@ mod matvec {
 }
 pub use matvec::*;
 
-// ==== 11. Weights (qwen2 tensors located in the mapped file) — contract weights_qwen2 v1, realization weights_qwen2/gguf (ckb) ====
+// ==== 12. Weights (qwen2 tensors located in the mapped file) — contract weights_qwen2 v1, realization weights_qwen2/gguf (ckb) ====
 mod weights_qwen2 {
     use super::*;
 
@@ -2553,7 +2515,7 @@ mod weights_qwen2 {
 }
 pub use weights_qwen2::*;
 
-// ==== 12. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
+// ==== 13. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
 mod state_kv {
     use super::*;
 
@@ -2634,7 +2596,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 13. Forward pass (qwen2: RMSNorm, GQA attention with biases and NeoX rope, SwiGLU) — contract forward_qwen2 v1, realization forward_qwen2/cpu (ckb) ====
+// ==== 14. Forward pass (qwen2: RMSNorm, GQA attention with biases and NeoX rope, SwiGLU) — contract forward_qwen2 v1, realization forward_qwen2/cpu (ckb) ====
 mod forward_qwen2 {
     use super::*;
 
@@ -2892,8 +2854,11 @@ mod forward_qwen2 {
 
     /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
     /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
+    /// K and V rows are widened from f16 a row at a time (F16C when the CPU has it); q·k sums in
+    /// eight lanes folded pairwise, like ggml's f16 dot.
     #[allow(clippy::too_many_arguments)]
     fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+        use rt::half::slice::HalfFloatSliceExt;
         let hd = c.head_dim;
         let group = c.n_head / c.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
@@ -2904,12 +2869,13 @@ mod forward_qwen2 {
             // the query rounded to f16, as llama.cpp's f16 K·Q
             let qh: Vec<f32> = qh.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
             let end = pos + t + 1;
+            let mut row = vec![0.0f32; hd]; // [head_dim] one K or V row, widened
             let mut scores = Vec::with_capacity(end);
             let mut max = f32::NEG_INFINITY;
             for p in 0..end {
                 let i = kv.at(layer, p) + kvh * hd;
-                let k = &kv.k[i..i + hd];
-                let s = qh.iter().zip(k).map(|(&a, b)| a * b.to_f32()).sum::<f32>() * scale;
+                kv.k[i..i + hd].convert_to_f32_slice(&mut row);
+                let s = dot_lanes(&qh, &row) * scale;
                 max = max.max(s);
                 scores.push(s);
             }
@@ -2925,11 +2891,26 @@ mod forward_qwen2 {
             for (p, &s) in scores.iter().enumerate() {
                 let i = kv.at(layer, p) + kvh * hd;
                 let wgt = rt::half::f16::from_f32(s * inv).to_f32();
-                for (o, v) in out.iter_mut().zip(&kv.v[i..i + hd]) {
-                    *o += wgt * v.to_f32();
+                kv.v[i..i + hd].convert_to_f32_slice(&mut row);
+                for (o, v) in out.iter_mut().zip(&row) {
+                    *o += wgt * v;
                 }
             }
         });
+    }
+
+    /// a · b in eight lanes, the lanes folded pairwise at the end (vectorizes; a fixed order).
+    fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+        let mut acc = [0.0f32; 8];
+        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+        let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+        for (x, y) in ca.zip(cb) {
+            for l in 0..8 {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        let q = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
+        (q[0] + q[2]) + (q[1] + q[3]) + tail
     }
 
     /// Runs `f(i, chunk_i)` over the `chunk`-sized pieces of `out` on the pool. Each piece is
@@ -2944,7 +2925,7 @@ mod forward_qwen2 {
 }
 pub use forward_qwen2::*;
 
-// ==== 14. Tokenizer (byte-level BPE, qwen2 pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/qwen2 (ckb) ====
+// ==== 15. Tokenizer (byte-level BPE, qwen2 pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/qwen2 (ckb) ====
 mod tokenizer_bpe {
     use super::*;
 
@@ -3306,7 +3287,7 @@ mod tokenizer_bpe {
 }
 pub use tokenizer_bpe::*;
 
-// ==== 15. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
+// ==== 16. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -3426,7 +3407,7 @@ mod chat_template {
 }
 pub use chat_template::*;
 
-// ==== 16. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
+// ==== 17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
 mod sampler {
     use super::*;
 
@@ -3602,7 +3583,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 17. Generation and streaming — contract generate v1, realization generate/stream (ckb) ====
+// ==== 18. Generation and streaming — contract generate v1, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -3772,7 +3753,7 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 18. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v1, realization server_openai/backend (ckb) ====
+// ==== 19. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v1, realization server_openai/backend (ckb) ====
 mod server_openai {
     use super::*;
 

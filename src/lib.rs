@@ -70,3 +70,24 @@ macro_rules! __require_server_feature {
         );
     };
 }
+
+/// Emitted by the expansion of an engine that loads Hugging Face checkpoints (a safetensors
+/// quant such as `awq`): nothing when this crate's `hf` feature is on, else a compile error
+/// that says how to turn it on.
+#[doc(hidden)]
+#[cfg(feature = "hf")]
+#[macro_export]
+macro_rules! __require_hf_feature {
+    () => {};
+}
+
+#[doc(hidden)]
+#[cfg(not(feature = "hf"))]
+#[macro_export]
+macro_rules! __require_hf_feature {
+    () => {
+        compile_error!(
+            "this engine loads Hugging Face checkpoints (a safetensors quant such as awq), which needs the `hf` feature of the metainfer crate: in Cargo.toml, metainfer = { version = \"…\", features = [\"hf\"] }"
+        );
+    };
+}

@@ -49,6 +49,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         .constraints
         .has_feature(crate::constraints::Feature::Server)
         .then(|| quote!(::metainfer::__require_server_feature!();));
+    let require_hf = (entry.manifest.constraints.format == "safetensors").then(|| quote!(::metainfer::__require_hf_feature!();));
     let summary = format!(
         "A generated inference engine for `{}` (cache key `{key}`).",
         entry.manifest.constraints.summary()
@@ -95,6 +96,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         #[allow(dead_code, unused, clippy::all)]
         mod #module {
             #require
+            #require_hf
             use ::metainfer::rt;
             include!(#engine);
             const _MANIFEST: &str = include_str!(#manifest);

@@ -18,6 +18,8 @@ pub use memmap2;
 pub use minijinja;
 pub use minijinja_contrib;
 pub use serde_json;
+#[cfg(feature = "hf")]
+pub use tokenizers;
 
 #[cfg(feature = "server")]
 pub mod server;

@@ -115,6 +115,8 @@ fn header(plan: &Plan) -> String {
     let _ = writeln!(s, "pub(crate) const MODEL_ARCH: &str = {};", rust_str(&plan.family.gguf_arch));
     let _ = writeln!(s, "/// The file-level quant this engine was generated for.");
     let _ = writeln!(s, "pub(crate) const QUANT: &str = {};", rust_str(&plan.quant));
+    let _ = writeln!(s, "/// The model file format this engine loads (`gguf`, or `safetensors`: a Hugging Face checkpoint directory).");
+    let _ = writeln!(s, "pub(crate) const MODEL_FORMAT: &str = {};", rust_str(&plan.format));
     let _ = writeln!(s, "/// Context the KV cache is sized for, when the constraints fix it.");
     match plan.max_seq {
         Some(n) => {
@@ -231,6 +233,9 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "/// None when the type has none (the caller then uses `dot_row` per token).");
     let _ = writeln!(s, "#[inline]");
     let _ = writeln!(s, "pub(crate) fn dot_row4(ty: GgmlType, row: &[u8], xs: [&Act; 4]) -> Option<[f32; 4]> {{");
+    if types.iter().all(|t| t.4.is_none()) {
+        let _ = writeln!(s, "    let _ = (row, xs); // no compiled type has a four-token kernel");
+    }
     let _ = writeln!(s, "    match ty {{");
     for (n, _, _, is_unsafe, entry4) in &types {
         let Some(entry4) = entry4 else { continue };

@@ -165,8 +165,14 @@ pub fn gate_ids(plan: &plan::Plan, ckb: &Ckb) -> Vec<String> {
     ids
 }
 
-fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, key: &str) -> verify::Scratch<'a> {
+fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan) -> verify::Scratch<'a> {
+    let key = &plan.key;
+    let mut rt_features = vec!["server"];
+    if plan.format == "safetensors" {
+        rt_features.push("hf");
+    }
     verify::Scratch {
+        rt_features,
         dir: opts.scratch_dir.join(&key[..16.min(key.len())]),
         target_dir: opts.scratch_dir.join("target"),
         workspace_root: &opts.workspace_root,
@@ -203,7 +209,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             chosen[i] = Some(code);
         }
     }
-    let scratch = scratch(opts, ckb, &plan.key);
+    let scratch = scratch(opts, ckb, &plan);
     let mut session_out: Option<(Vec<serde_json::Value>, Vec<String>, Vec<String>)> = None;
     let mut rounds: BTreeMap<usize, u32> = BTreeMap::new();
     if !llm_slots.is_empty() {
@@ -312,6 +318,6 @@ fn keep_transcript(opts: &ChainOptions, key: &str, lines: &[serde_json::Value], 
 pub fn reverify(c: &Constraints, ckb: &Ckb, engine_rs: &str, opts: &ChainOptions) -> Result<(Vec<u8>, bool), ChainError> {
     let plan = plan_for(c, ckb)?;
     let gates = gate_ids(&plan, ckb);
-    let verdict = verify::verify(&scratch(opts, ckb, &plan.key), engine_rs, &gates, opts.progress)?;
+    let verdict = verify::verify(&scratch(opts, ckb, &plan), engine_rs, &gates, opts.progress)?;
     Ok((consolidate::gates_toml(&verdict).into_bytes(), verdict.passed))
 }

@@ -15,6 +15,8 @@ pub struct Plan {
     pub preset: Option<Preset>,
     pub target: Target,
     pub quant: String,
+    /// The model file format (`gguf`, `safetensors`), from the quant.
+    pub format: String,
     /// Tensor types compiled in, in the order of `ckb/quants` ids.
     pub tensor_types: Vec<Quant>,
     pub max_seq: Option<u32>,
@@ -93,7 +95,13 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
 
     let mut slots = Vec::new();
     let extra = input.features.iter().filter_map(|f| family.feature_sections.get(f)).flatten();
-    let graph: Vec<&String> = family.graph.iter().chain(extra).collect();
+    let swaps = family.format_sections.get(&q.format);
+    let graph: Vec<&String> = family
+        .graph
+        .iter()
+        .map(|s| swaps.and_then(|m| m.get(s.trim_end_matches('?'))).unwrap_or(s))
+        .chain(extra)
+        .collect();
     for section in graph {
         match section.as_str() {
             "header" => slots.push(generated("header", "Constants and configuration")),
@@ -124,6 +132,7 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
         preset,
         target,
         quant: input.quant.to_string(),
+        format: q.format.clone(),
         tensor_types,
         max_seq: input.max_seq,
         features: input.features.clone(),

@@ -38,6 +38,9 @@ pub struct Scratch<'a> {
     pub target_dir: PathBuf,
     pub workspace_root: &'a Path,
     pub ckb: &'a Ckb,
+    /// Features of metainfer-rt the engine needs (`server` always, for the server gate;
+    /// `hf` for engines that load Hugging Face checkpoints).
+    pub rt_features: Vec<&'static str>,
 }
 
 /// The path of the `metainfer-rt` crate the candidate is compiled against.
@@ -60,9 +63,10 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
     let rt_dir = rt_dir.canonicalize().map_err(|e| io("cannot find metainfer-rt at", &rt_dir, e))?;
     let manifest = format!(
         "[package]\nname = \"metainfer-candidate\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [lib]\npath = \"src/lib.rs\"\n\n[dependencies]\nmetainfer-rt = {{ path = {:?}, features = [\"server\"] }}\n\n\
+         [lib]\npath = \"src/lib.rs\"\n\n[dependencies]\nmetainfer-rt = {{ path = {:?}, features = {:?} }}\n\n\
          [profile.release]\nopt-level = 3\ndebug = false\nincremental = true\n\n[workspace]\n",
-        rt_dir.display().to_string()
+        rt_dir.display().to_string(),
+        s.rt_features
     );
     let mut lib = String::from("// The candidate engine and its gates (written by metainfer-build's verifier).\n#![allow(dead_code)]\nuse metainfer_rt as rt;\ninclude!(\"engine.rs\");\n");
     for g in gate_ids {

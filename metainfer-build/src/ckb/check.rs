@@ -206,6 +206,19 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
                 }
             }
         }
+        for (format, swaps) in &m.format_sections {
+            if !ckb.quants.values().any(|q| &q.format == format) {
+                p.push(format!("{file}: format_sections.{format}: no quant has format `{format}`"));
+            }
+            for (from, to) in swaps {
+                if !m.graph.iter().any(|s| s.trim_end_matches('?') == from) {
+                    p.push(format!("{file}: format_sections.{format} replaces `{from}`, which is not in the graph"));
+                }
+                if !ckb.contracts.contains_key(to) {
+                    p.push(format!("{file}: format_sections.{format} names `{to}`, which is not a contract"));
+                }
+            }
+        }
         if m.rope != "neox" && m.rope != "normal" {
             p.push(format!(
                 "{file}: rope `{}` is not one of neox, normal",
@@ -265,7 +278,8 @@ fn quants(ckb: &Ckb, p: &mut Vec<String>) {
                     Some(c) if !ckb.contracts.contains_key(c) => p.push(format!(
                         "{file}: tensor type `{t}` names contract `{c}`, which does not exist"
                     )),
-                    Some(_) if tq.format != q.format => p.push(format!(
+                    // Plain element types (f32, f16, bf16) are in files of every format.
+                    Some(_) if tq.format != q.format && tq.block_elems != Some(1) => p.push(format!(
                         "{file}: tensor type `{t}` is {} but `{id}` is {}",
                         tq.format, q.format
                     )),

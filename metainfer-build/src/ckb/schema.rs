@@ -94,6 +94,10 @@ pub struct ModelFamily {
     /// (`server = ["server_openai"]`).
     #[serde(default)]
     pub feature_sections: BTreeMap<String, Vec<String>>,
+    /// Per model-file format other than GGUF: graph sections replaced by others
+    /// (`safetensors = { gguf_reader = "hf_reader", tokenizer_bpe = "tokenizer_hf" }`).
+    #[serde(default)]
+    pub format_sections: BTreeMap<String, BTreeMap<String, String>>,
     /// `neox` (rotate halves) or `normal` (interleaved pairs).
     pub rope: String,
     pub qkv_bias: bool,

@@ -1,11 +1,18 @@
-// Gate e2e_tiny: the engine's logits on the synthetic tiny qwen2 GGUF against the float64
-// numpy reference (ckb/gates/reference/qwen2_ref.py), per position, and its greedy
-// continuation against the reference's. Compiled inside the candidate engine crate.
+// Gate e2e_tiny: the engine's logits on the synthetic tiny qwen2 model against the float64
+// numpy reference, per position, and its greedy continuation against the reference's.
+// GGUF engines load tests/fixtures/tiny-qwen2.gguf (reference ckb/gates/reference/qwen2_ref.py,
+// vectors tiny_qwen2_*.txt); safetensors engines the AWQ checkpoint tests/fixtures/tiny-qwen2-awq
+// (reference qwen2_awq_ref.py, which unpacks AutoAWQ's packing itself; vectors
+// tiny_qwen2_awq_*.txt). Compiled inside the candidate engine crate.
 
-fn e2e_paths() -> (std::path::PathBuf, std::path::PathBuf) {
+/// (model path, vectors dir, vectors file prefix) for this engine's model format.
+fn e2e_paths() -> (std::path::PathBuf, std::path::PathBuf, &'static str) {
     let fixtures = std::path::PathBuf::from(std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures"));
     let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
-    (fixtures.join("tiny-qwen2.gguf"), data.join("vectors"))
+    match MODEL_FORMAT {
+        "safetensors" => (fixtures.join("tiny-qwen2-awq"), data.join("vectors"), "tiny_qwen2_awq"),
+        _ => (fixtures.join("tiny-qwen2.gguf"), data.join("vectors"), "tiny_qwen2"),
+    }
 }
 
 /// Data lines of a vectors file (comments start with '#'), each split into numbers.
@@ -35,8 +42,8 @@ fn argmax(v: &[f32]) -> usize {
 
 #[test]
 fn logits_match_reference() {
-    let (model, vectors) = e2e_paths();
-    let rows = e2e_rows(&vectors.join("tiny_qwen2_logits.txt"));
+    let (model, vectors, prefix) = e2e_paths();
+    let rows = e2e_rows(&vectors.join(format!("{prefix}_logits.txt")));
     let ids: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
     let reference = &rows[1..];
     assert_eq!(reference.len(), ids.len(), "one logits row per position");
@@ -89,8 +96,8 @@ fn logits_match_reference() {
 
 #[test]
 fn greedy_matches_reference() {
-    let (model, vectors) = e2e_paths();
-    let rows = e2e_rows(&vectors.join("tiny_qwen2_greedy.txt"));
+    let (model, vectors, prefix) = e2e_paths();
+    let rows = e2e_rows(&vectors.join(format!("{prefix}_greedy.txt")));
     let prompt: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
     let want: Vec<u32> = rows[1].iter().map(|&v| v as u32).collect();
     let mut engine = Engine::load(&model).expect("tiny model loads");

@@ -15,7 +15,12 @@ Format (one item per line, `#` comments):
   dot <float64 reference, repr>
   end
 
-Usage: python3 ckb/gates/make_vectors.py   (deterministic; needs numpy and gguf)
+AWQ_INT4 (the engine's repacked AutoAWQ rows, ckb/quants/awq_int4.toml; not a ggml type) has
+no gguf-py decoder: its reference dequantization is awq_int4_dequant below, written from the
+layout in the quant file.
+
+Usage: python3 ckb/gates/make_vectors.py [TYPE ...]   (deterministic; needs numpy and gguf;
+       with TYPE ids, e.g. awq_int4, only those files are written)
 """
 import os
 import sys
@@ -94,9 +99,55 @@ def lengths(qtype):
     return [32, 64, 96, 256]
 
 
+AWQ_BLOCK = (128, 68)  # values, bytes: f16 d, u16 z (0..15), 64 bytes of nibbles
+
+
+def awq_int4_row(rng, cols):
+    nb = cols // 128
+    row = rng.integers(0, 256, nb * 68, dtype=np.uint8).reshape(nb, 68)
+    s = (1e-3 * (1 + 30 * rng.random(nb)) * rng.choice([-1.0, 1.0], nb)).astype("<f2")
+    row[:, 0:2] = s.view(np.uint8).reshape(nb, 2)
+    row[:, 2:4] = rng.integers(0, 16, nb).astype("<u2").view(np.uint8).reshape(nb, 2)
+    return row.reshape(-1)
+
+
+def awq_int4_dequant(row):
+    """w = d * (q - z); run k < 4: qs[16k + j] low nibble = value 32k + j, high = 32k + 16 + j."""
+    b = row.reshape(-1, 68)
+    d = b[:, 0:2].copy().view("<f2").astype(np.float32)  # [nb, 1]
+    z = b[:, 2:4].copy().view("<u2").astype(np.int32)  # [nb, 1]
+    qs = b[:, 4:].reshape(-1, 4, 16).astype(np.int32)
+    q = np.concatenate([qs & 15, qs >> 4], axis=2).reshape(-1, 128)  # [nb, 128]
+    return ((q - z) * d).astype(np.float32).reshape(-1)
+
+
+def write_awq_int4():
+    rng = np.random.default_rng(20240601 + 1000)
+    lines = [
+        "# dot/dequant test vectors for AWQ_INT4, made by ckb/gates/make_vectors.py",
+        "# reference: awq_int4_dequant (numpy %s), from ckb/quants/awq_int4.toml" % np.__version__,
+    ]
+    for cols in [128, 256, 384, 896]:
+        for case in range(4):
+            row = awq_int4_row(rng, cols)
+            x = random_x(rng, cols, case)
+            deq = awq_int4_dequant(row)
+            dot = float(np.dot(deq.astype(np.float64), x.astype(np.float64)))
+            lines += ["case AWQ_INT4 %d" % cols, "row " + row.tobytes().hex(), "x " + hexf(x), "deq " + hexf(deq), "dot " + repr(dot), "end"]
+    path = os.path.join(OUT, "dot_awq_int4.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", path, os.path.getsize(path), "bytes", file=sys.stderr)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    only = sys.argv[1:]
+    if not only or "awq_int4" in only:
+        write_awq_int4()
     for tag, qtype in TYPES.items():
+        if only and tag not in only:
+            continue
         rng = np.random.default_rng(20240601 + int(qtype))
         lines = [
             "# dot/dequant test vectors for %s, made by ckb/gates/make_vectors.py" % qtype.name,

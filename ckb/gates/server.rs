@@ -3,7 +3,8 @@
 
 fn server_model() -> std::path::PathBuf {
     let fixtures = std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures");
-    std::path::PathBuf::from(fixtures).join("tiny-qwen2.gguf")
+    let name = if MODEL_FORMAT == "safetensors" { "tiny-qwen2-awq" } else { "tiny-qwen2.gguf" };
+    std::path::PathBuf::from(fixtures).join(name)
 }
 
 /// One HTTP/1.1 request; returns (status, body).

@@ -122,13 +122,13 @@ class Model:
         return out, margins
 
 
-def write_gate_vectors(m, ids, out_dir, cmd):
+def write_gate_vectors(m, ids, out_dir, cmd, prefix="tiny_qwen2", script="qwen2_ref.py", how="gguf-py dequantization"):
     name = os.path.basename(m.path)
     logits = m.forward(ids)
-    lp = os.path.join(out_dir, "tiny_qwen2_logits.txt")
+    lp = os.path.join(out_dir, f"{prefix}_logits.txt")
     with open(lp, "w") as f:
-        f.write(f"# Reference logits for {name}, made by ckb/gates/reference/qwen2_ref.py (float64,\n")
-        f.write("# gguf-py dequantization). Command:\n")
+        f.write(f"# Reference logits for {name}, made by ckb/gates/reference/{script} (float64,\n")
+        f.write(f"# {how}). Command:\n")
         f.write(f"#   {cmd}\n")
         f.write(f"# Format: lines starting with '#' are comments. First data line: the {len(ids)} token ids\n")
         f.write(f"# (comma-separated, positions 0..{len(ids)-1}, no BOS). Then one line per position:\n")
@@ -137,10 +137,10 @@ def write_gate_vectors(m, ids, out_dir, cmd):
         for row in logits:
             f.write(" ".join(f"{v:.6g}" for v in row) + "\n")
     gen, margins = m.greedy(ids, N_GREEDY)
-    gp = os.path.join(out_dir, "tiny_qwen2_greedy.txt")
+    gp = os.path.join(out_dir, f"{prefix}_greedy.txt")
     with open(gp, "w") as f:
         f.write(f"# Reference greedy continuation for {name} (argmax, full recompute each step),\n")
-        f.write("# made by ckb/gates/reference/qwen2_ref.py. Command:\n")
+        f.write(f"# made by ckb/gates/reference/{script}. Command:\n")
         f.write(f"#   {cmd}\n")
         f.write("# Format: '#' lines are comments; first data line: prompt ids; second: generated ids.\n")
         f.write("# top1-top2 logit margin per step: " + " ".join(f"{x:.4f}" for x in margins) + "\n")

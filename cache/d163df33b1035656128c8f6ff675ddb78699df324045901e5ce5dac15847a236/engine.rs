@@ -46,6 +46,8 @@ mod header {
     pub(crate) const MODEL_ARCH: &str = "qwen2";
     /// The file-level quant this engine was generated for.
     pub(crate) const QUANT: &str = "q4_k_m";
+    /// The model file format this engine loads (`gguf`, or `safetensors`: a Hugging Face checkpoint directory).
+    pub(crate) const MODEL_FORMAT: &str = "gguf";
     /// Context the KV cache is sized for, when the constraints fix it.
     pub(crate) const MAX_SEQ: Option<usize> = None;
     /// Exact dims of the preset this engine was generated for (`None`: read from the file).

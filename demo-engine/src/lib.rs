@@ -1,8 +1,10 @@
-//! The demo app's engines: the same qwen2 Q4_K_M engine generated for two targets, and one
-//! interface over both so the CLI can pick at run time (the engines themselves never dispatch).
+//! The demo app's engines: the qwen2 Q4_K_M (GGUF) and AWQ (Hugging Face checkpoint) engines,
+//! each generated for two targets, and one interface over them so the CLI can pick at run time
+//! (the engines themselves never dispatch).
 //!
 //! - [`Coder`]: `hw = "x86_64-avx2"` — AVX2+FMA integer dot kernels;
-//! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU.
+//! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU;
+//! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory).
 
 use metainfer::{GenParams, Message, Stats};
 
@@ -11,6 +13,12 @@ pub struct Coder;
 
 #[metainfer::engine(model = "qwen2", hw = "generic", quant = "q4_k_m", features = ["server"])]
 pub struct CoderPortable;
+
+#[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "awq", features = ["server"])]
+pub struct CoderAwq;
+
+#[metainfer::engine(model = "qwen2", hw = "generic", quant = "awq", features = ["server"])]
+pub struct CoderAwqPortable;
 
 /// What the CLI needs of an engine (`Send`: `demo-engine serve` moves it to the server's
 /// threads).
@@ -87,6 +95,8 @@ macro_rules! impl_model {
 
 impl_model!(Coder, "x86_64-avx2");
 impl_model!(CoderPortable, "generic");
+impl_model!(CoderAwq, "x86_64-avx2");
+impl_model!(CoderAwqPortable, "generic");
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,14 +130,26 @@ fn has_avx2() -> bool {
     }
 }
 
-/// Loads `path` with the chosen engine.
+/// Whether `path` is a Hugging Face checkpoint (a directory, or a file beside a config.json)
+/// rather than a GGUF file.
+pub fn is_checkpoint(path: &std::path::Path) -> bool {
+    path.is_dir() || (path.extension().is_some_and(|e| e != "gguf") && path.with_file_name("config.json").is_file())
+}
+
+/// Loads `path` with the chosen engine: a checkpoint directory with the AWQ engines, anything
+/// else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
     let avx2 = match which {
         Which::Auto => has_avx2(),
         Which::Avx2 => true,
         Which::Generic => false,
     };
-    Ok(if avx2 { Box::new(Coder::load(path)?) } else { Box::new(CoderPortable::load(path)?) })
+    Ok(match (is_checkpoint(path), avx2) {
+        (false, true) => Box::new(Coder::load(path)?),
+        (false, false) => Box::new(CoderPortable::load(path)?),
+        (true, true) => Box::new(CoderAwq::load(path)?),
+        (true, false) => Box::new(CoderAwqPortable::load(path)?),
+    })
 }
 
 /// Perplexity as llama.cpp's `llama-perplexity` computes it: the tokens are cut into chunks of

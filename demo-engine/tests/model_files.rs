@@ -81,3 +81,143 @@ fn truncated_and_garbage_files_are_format_errors() {
     let msg = load(&missing, Which::Generic).err().unwrap().to_string();
     assert!(msg.contains("does-not-exist.gguf"), "{msg}");
 }
+
+// ---- Hugging Face AWQ checkpoints (tests/fixtures/tiny-qwen2-awq) -------------------------
+
+fn awq_dir() -> std::path::PathBuf {
+    common::root().join("tests/fixtures/tiny-qwen2-awq")
+}
+
+/// A copy of the tiny AWQ checkpoint under target/test-model-files/<name>/, with `edit` applied
+/// to (file name, bytes) of each file.
+fn awq_copy(name: &str, edit: impl Fn(&str, Vec<u8>) -> Vec<u8>) -> std::path::PathBuf {
+    let dir = common::root().join("target/test-model-files").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(awq_dir()).unwrap() {
+        let e = e.unwrap();
+        let f = e.file_name().into_string().unwrap();
+        std::fs::write(dir.join(&f), edit(&f, std::fs::read(e.path()).unwrap())).unwrap();
+    }
+    dir
+}
+
+fn awq_err(dir: &std::path::Path, which: Which) -> String {
+    match load(dir, which) {
+        Ok(_) => panic!("{} loaded but should be refused", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// config.json with `key` set to `value` (JSON text), or removed when `value` is None.
+fn with_config(key: &'static str, value: Option<&'static str>) -> impl Fn(&str, Vec<u8>) -> Vec<u8> {
+    move |f, b| {
+        if f != "config.json" {
+            return b;
+        }
+        let mut c: metainfer::rt::serde_json::Value = metainfer::rt::serde_json::from_slice(&b).unwrap();
+        let o = c.as_object_mut().unwrap();
+        match value {
+            Some(v) => {
+                let v = metainfer::rt::serde_json::from_str(v).unwrap();
+                match key.split_once('.') {
+                    Some((a, k)) => {
+                        o.get_mut(a).unwrap().as_object_mut().unwrap().insert(k.into(), v);
+                    }
+                    None => {
+                        o.insert(key.into(), v);
+                    }
+                }
+            }
+            None => {
+                o.remove(key);
+            }
+        }
+        metainfer::rt::serde_json::to_vec(&c).unwrap()
+    }
+}
+
+#[test]
+fn awq_checkpoint_generates_the_reference_greedy_ids_with_both_engines() {
+    let text = std::fs::read_to_string(common::root().join("ckb/gates/vectors/tiny_qwen2_awq_greedy.txt")).unwrap();
+    let rows: Vec<Vec<u32>> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split(',').map(|s| s.trim().parse().unwrap()).collect())
+        .collect();
+    for which in [Which::Auto, Which::Generic] {
+        let mut m = load(&awq_dir(), which).unwrap();
+        let mut p = GenParams::greedy(rows[1].len());
+        p.stop_at_eos = false;
+        let (ids, _) = m.generate_ids(&rows[0], &p, &mut |_, _| true).unwrap();
+        assert_eq!(ids, rows[1], "{which:?} engine ({})", m.hw());
+        // The tokenizer.json path: text in, the same ids as the GGUF's BPE tokenizer.
+        let gguf = load(&common::tiny_model(), which).unwrap();
+        for t in ["Hello, world!", "<|im_start|>user\nhi<|im_end|>", "你好 😀 fn main() {}"] {
+            assert_eq!(m.encode(t), gguf.encode(t), "{t:?}");
+            assert_eq!(m.decode(&m.encode(t)), t);
+        }
+    }
+}
+
+#[test]
+fn awq_checkpoint_with_other_quantization_is_refused_with_what_differs() {
+    let dir = awq_copy("awq-bits8", with_config("quantization_config.bits", Some("8")));
+    let e = awq_err(&dir, Which::Generic);
+    assert!(e.contains("quantization_config") && e.contains("bits 8") && e.contains("bits 4"), "{e}");
+    let dir = awq_copy("awq-gptq", with_config("quantization_config.quant_method", Some("\"gptq\"")));
+    let e = awq_err(&dir, Which::Auto);
+    assert!(e.contains("quant_method gptq"), "{e}");
+}
+
+#[test]
+fn awq_checkpoint_missing_config_key_names_it() {
+    let dir = awq_copy("awq-no-hidden", with_config("hidden_size", None));
+    let e = awq_err(&dir, Which::Generic);
+    assert!(e.contains("config.json: hidden_size"), "{e}");
+    let dir = awq_copy("awq-bad-layers", with_config("num_hidden_layers", Some("\"two\"")));
+    let e = awq_err(&dir, Which::Generic);
+    assert!(e.contains("config.json: num_hidden_layers"), "{e}");
+}
+
+#[test]
+fn truncated_and_garbage_safetensors_are_format_errors() {
+    let st = std::fs::read(awq_dir().join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(st[..8].try_into().unwrap()) as usize;
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("awq-trunc-data", st[..st.len() - 1000].to_vec(), "data_offsets"),
+        ("awq-trunc-header", st[..8 + n / 2].to_vec(), "header length"),
+        ("awq-tiny", st[..5].to_vec(), "fewer than 8"),
+        ("awq-garbage-json", [&st[..8], &vec![b'{'; n][..], &st[8 + n..]].concat(), "not valid JSON"),
+        ("awq-huge-len", [&u64::MAX.to_le_bytes()[..], &st[8..]].concat(), "header length"),
+    ];
+    for (name, bytes, want) in cases {
+        let dir = awq_copy(name, |f, b| if f == "model.safetensors" { bytes.clone() } else { b });
+        let e = awq_err(&dir, Which::Generic);
+        assert!(e.contains("model.safetensors") && e.contains(want), "{name}: {e}");
+    }
+    // An AWQ triple whose qzeros do not fit its qweight.
+    let header = std::str::from_utf8(&st[8..8 + n]).unwrap();
+    let key = "\"model.layers.0.self_attn.q_proj.qzeros\":{\"data_offsets\":";
+    assert!(header.contains(key));
+    let bad = header.replacen("\"model.layers.0.self_attn.q_proj.qzeros\"", "\"model.layers.0.self_attn.q_proj.qzerox\"", 1);
+    let bytes = [&st[..8], bad.as_bytes(), &st[8 + n..]].concat();
+    let dir = awq_copy("awq-no-qzeros", |f, b| if f == "model.safetensors" { bytes.clone() } else { b });
+    let e = awq_err(&dir, Which::Generic);
+    assert!(e.contains("model.layers.0.self_attn.q_proj.qzeros") && e.contains("missing"), "{e}");
+}
+
+#[test]
+fn a_gguf_engine_and_an_awq_engine_refuse_each_others_files() {
+    // A directory without config.json is no checkpoint.
+    let dir = common::root().join("target/test-model-files/awq-empty");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = awq_err(&dir, Which::Generic);
+    assert!(e.contains("config.json") && e.contains("gguf"), "{e}");
+    // The GGUF engine given the checkpoint's weights file.
+    let st = awq_dir().join("model.safetensors");
+    let e = match demo_engine::CoderPortable::load(&st) {
+        Ok(_) => panic!("the gguf engine loaded a safetensors file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.to_lowercase().contains("magic") || e.contains("GGUF"), "{e}");
+}

@@ -54,16 +54,6 @@ unsafe fn q5_0_scales8(w: &[BlockQ5_0], ad: &[f32]) -> __m256 {
     _mm256_mul_ps(f16x8_to_f32(h), dx)
 }
 
-// acc + d * (the eight i32 lane sums of block b . block y, as f32).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q5_0_step(acc: __m256, d: __m256, b: &BlockQ5_0, y: &BlockQ8_0) -> __m256 {
-    let qx = q5_0_decode(b);
-    let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-    _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
-}
-
 /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
@@ -74,24 +64,16 @@ pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
     assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
     assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
     let mut acc = _mm256_setzero_ps();
-    // Eight blocks per step: their eight scale products are formed at once, then each block's
-    // product is broadcast from its lane; the fma chain is in block order.
+    // Eight blocks per step: their eight scale products are formed at once and parked on the
+    // stack, then broadcast from there block by block (a load rather than a lane permute on the
+    // vector ports); the fma chain is in block order.
+    let mut dd = [0f32; 8];
     for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        let dd = q5_0_scales8(wb, adb);
-        if let (Ok(wb), Ok(ab)) = (<&[BlockQ5_0; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
-            // Full group: written out, with constant lane indices.
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), &wb[1], &ab[1]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(2)), &wb[2], &ab[2]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(3)), &wb[3], &ab[3]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4)), &wb[4], &ab[4]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(5)), &wb[5], &ab[5]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(6)), &wb[6], &ab[6]);
-            acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(7)), &wb[7], &ab[7]);
-        } else {
-            for (k, (b, y)) in wb.iter().zip(ab).enumerate() {
-                acc = q5_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k as i32)), b, y);
-            }
+        _mm256_storeu_ps(dd.as_mut_ptr(), q5_0_scales8(wb, adb));
+        for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
+            let qx = q5_0_decode(b);
+            let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), mul_sum_i8_pairs_float(qx, qy), acc);
         }
     }
     hsum_f32x8(acc)

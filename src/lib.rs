@@ -91,3 +91,24 @@ macro_rules! __require_hf_feature {
         );
     };
 }
+
+/// Emitted by the expansion of an engine generated for a cuda target (`hw = "sm_80"` …):
+/// nothing when this crate's `cuda` feature is on, else a compile error that says how to turn
+/// it on.
+#[doc(hidden)]
+#[cfg(feature = "cuda")]
+#[macro_export]
+macro_rules! __require_cuda_feature {
+    () => {};
+}
+
+#[doc(hidden)]
+#[cfg(not(feature = "cuda"))]
+#[macro_export]
+macro_rules! __require_cuda_feature {
+    () => {
+        compile_error!(
+            "this engine was generated for a cuda target (hw = \"sm_XX\"), which needs the `cuda` feature of the metainfer crate: in Cargo.toml, metainfer = { version = \"…\", features = [\"cuda\"] } (building needs no CUDA install; the driver is loaded at run time)"
+        );
+    };
+}

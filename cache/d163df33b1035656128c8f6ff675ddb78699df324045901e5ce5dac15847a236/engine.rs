@@ -1708,15 +1708,9 @@ mod weights_qwen2 {
     }
 
     impl TensorRef {
-        /// A view of the matrix inside the file's bytes.
-        pub(crate) fn mat<'a>(&self, file: &'a [u8]) -> QMatrix<'a> {
-            QMatrix {
-                ty: self.ty,
-                rows: self.rows,
-                cols: self.cols,
-                row_bytes: self.row_bytes,
-                data: &file[self.offset..self.offset + self.rows * self.row_bytes],
-            }
+        /// The matrix's bytes inside the file's bytes.
+        pub(crate) fn bytes<'a>(&self, file: &'a [u8]) -> &'a [u8] {
+            &file[self.offset..self.offset + self.rows * self.row_bytes]
         }
 
         /// Row `r`, dequantized into `out` (`out.len() == cols`).
@@ -2026,6 +2020,13 @@ mod forward_qwen2 {
             Ok(all)
         }
 
+        /// Runs `tokens` like [`Engine::forward`] and draws the next token from the last logits
+        /// with `sampler` (`recent`: the ids its repetition penalty looks at).
+        pub(crate) fn forward_sample(&mut self, tokens: &[u32], pos: usize, sampler: &mut Sampler, recent: &[u32]) -> rt::Result<u32> {
+            self.run(tokens, pos, None)?;
+            Ok(sampler.sample(&mut self.st.logits, recent))
+        }
+
         fn run(&mut self, tokens: &[u32], pos: usize, mut all: Option<&mut [f32]>) -> rt::Result<()> {
             if tokens.is_empty() {
                 return Err(rt::Error::Params("forward needs at least one token".into()));
@@ -2124,6 +2125,13 @@ mod forward_qwen2 {
                 }
                 None => {}
             }
+        }
+    }
+
+    impl TensorRef {
+        /// The located matrix as the matvec's view of the file's bytes.
+        pub(crate) fn mat<'a>(&self, file: &'a [u8]) -> QMatrix<'a> {
+            QMatrix { ty: self.ty, rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, data: self.bytes(file) }
         }
     }
 
@@ -2845,6 +2853,23 @@ mod sampler {
             hit.or(self.cand.last()).map_or(0, |c| c.0)
         }
 
+        /// For an engine that samples on its device: `(top_k, temperature, u)` when these settings
+        /// need nothing but argmax (`top_k` 1) or temperature + top-k with `top_k <= max_k` (`u`
+        /// drawn from this sampler's RNG, as `sample` would); None when top-p, min-p, the
+        /// repetition penalty or an unbounded top-k need the CPU path over the logits.
+        pub(crate) fn device_draw(&mut self, max_k: usize) -> Option<(usize, f32, f32)> {
+            if self.p.repeat_penalty != 1.0 {
+                return None;
+            }
+            if !(self.p.temperature > 0.0) {
+                return Some((1, 0.0, 0.0));
+            }
+            if self.p.top_p < 1.0 || self.p.min_p > 0.0 || self.p.top_k == 0 || self.p.top_k > max_k {
+                return None;
+            }
+            Some((self.p.top_k, self.p.temperature, self.rng.next_f64() as f32))
+        }
+
         /// The (id, renormalised probability) set the draw chooses from, most likely first; [(id, 1)] if fixed.
         pub(crate) fn candidates(&mut self, logits: &mut [f32], recent: &[u32]) -> Vec<(u32, f32)> {
             if let Some(id) = self.filter(logits, recent) {
@@ -3034,17 +3059,16 @@ mod generate {
             // Prefill, reusing the cached prefix; the last prompt token is always recomputed.
             let t0 = std::time::Instant::now();
             let common = self.history.iter().zip(prompt_ids).take_while(|(a, b)| a == b).count().min(prompt_ids.len() - 1);
-            let mut logits: Vec<f32> = self.forward(&prompt_ids[common..], common)?.to_vec(); // [n_vocab]
+            let mut sampler = Sampler::new(p);
+            let mut id = self.forward_sample(&prompt_ids[common..], common, &mut sampler, prompt_ids)?;
             stats.prompt_tokens = prompt_ids.len() - common;
             stats.prefill_s = t0.elapsed().as_secs_f64();
 
             let t1 = std::time::Instant::now();
-            let mut sampler = Sampler::new(p);
             let mut ids: Vec<u32> = prompt_ids.to_vec(); // prompt + generated (the penalty looks at both)
             let mut stream = GenTextStream { stop: &p.stop, pending: Vec::new(), held: String::new(), stopped: false };
             let mut finish = rt::FinishReason::Length;
             for step in 0..p.max_tokens {
-                let id = sampler.sample(&mut logits, &ids);
                 if p.stop_at_eos && self.tok.is_eog(id) {
                     finish = rt::FinishReason::Stop;
                     break;
@@ -3057,8 +3081,8 @@ mod generate {
                     break;
                 }
                 if step + 1 < p.max_tokens {
-                    // (The last token's logits are not needed.)
-                    logits.copy_from_slice(self.forward(&[id], ids.len() - 1)?);
+                    // (The last token's successor is not needed.)
+                    id = self.forward_sample(&[id], ids.len() - 1, &mut sampler, &ids)?;
                 }
             }
             let out = ids.split_off(prompt_ids.len());

@@ -7,4 +7,27 @@
 // kernel the contract's interface lists. Without NVRTC it prints `skipped: <reason>`, unless
 // METAINFER_REQUIRE_NVRTC=1 (set by .ci/run once it has fetched nvidia-cuda-nvrtc-cu12).
 // The numeric checks of the kernels on a GPU are `metainfer-build/tests/cuda_kernels.rs`.
-// This file holds no code, so including it in an engine crate adds nothing.
+//
+// Inside a cuda engine's crate (the only engines whose plans have kernels_cuda) it checks the
+// PTX the cache entry carries: it is the one the engine loads (KERNELS_CUDA_PTX), it targets
+// the engine's arch, and it has an `.entry` for every kernel the host code loads
+// (KERNELS_CUDA_ENTRIES, from the contract's interface). Needs no GPU and no NVRTC.
+
+#[test]
+fn entry_ptx_has_every_kernel() {
+    let ptx = METAINFER_KERNELS
+        .iter()
+        .find(|(n, _)| *n == KERNELS_CUDA_PTX)
+        .map(|(_, b)| std::str::from_utf8(b).expect("the PTX is text"))
+        .unwrap_or_else(|| panic!("the entry has no kernels/{KERNELS_CUDA_PTX}"));
+    let target = format!(".target {CUDA_ARCH}");
+    assert!(ptx.lines().any(|l| l.trim() == target || l.trim().starts_with(&format!("{target},"))), "the PTX lacks `{target}`");
+    let missing: Vec<&str> = KERNELS_CUDA_ENTRIES
+        .iter()
+        .copied()
+        .filter(|k| !ptx.lines().any(|l| l.contains(".entry") && l.split_whitespace().any(|w| w == *k || w.starts_with(&format!("{k}(")))))
+        .collect();
+    println!("GATE nvrtc arch={CUDA_ARCH} kernels={} missing={} ptx_bytes={}", KERNELS_CUDA_ENTRIES.len(), missing.len(), ptx.len());
+    assert!(KERNELS_CUDA_ENTRIES.len() >= 20, "the contract names {} kernels", KERNELS_CUDA_ENTRIES.len());
+    assert!(missing.is_empty(), "kernels without an .entry in the PTX: {missing:?}");
+}

@@ -20,6 +20,18 @@ pub struct CoderAwq;
 #[metainfer::engine(model = "qwen2", hw = "generic", quant = "awq", features = ["server"])]
 pub struct CoderAwqPortable;
 
+// The CUDA engines (kernels in the entries' kernels/, PTX from NVRTC at generation time; the
+// driver is loaded at run time, so these build on machines without CUDA). sm_89 PTX also runs
+// on sm_90 GPUs (the driver JITs it); sm_90 is the native one for H100/H200.
+#[metainfer::engine(model = "qwen2", hw = "sm_80", quant = "q4_k_m", features = ["server"])]
+pub struct CoderSm80;
+
+#[metainfer::engine(model = "qwen2", hw = "sm_89", quant = "q4_k_m", features = ["server"])]
+pub struct CoderSm89;
+
+#[metainfer::engine(model = "qwen2", hw = "sm_90", quant = "q4_k_m", features = ["server"])]
+pub struct CoderSm90;
+
 /// What the CLI needs of an engine (`Send`: `demo-engine serve` moves it to the server's
 /// threads).
 pub trait Model: Send {
@@ -97,6 +109,9 @@ impl_model!(Coder, "x86_64-avx2");
 impl_model!(CoderPortable, "generic");
 impl_model!(CoderAwq, "x86_64-avx2");
 impl_model!(CoderAwqPortable, "generic");
+impl_model!(CoderSm80, "sm_80");
+impl_model!(CoderSm89, "sm_89");
+impl_model!(CoderSm90, "sm_90");
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +120,16 @@ pub enum Which {
     Auto,
     Avx2,
     Generic,
+    /// A CUDA engine (GGUF files only).
+    Cuda(Arch),
+}
+
+/// The cuda targets demo-engine has engines for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    Sm80,
+    Sm89,
+    Sm90,
 }
 
 impl std::str::FromStr for Which {
@@ -114,7 +139,10 @@ impl std::str::FromStr for Which {
             "auto" => Ok(Which::Auto),
             "avx2" | "x86_64-avx2" => Ok(Which::Avx2),
             "generic" => Ok(Which::Generic),
-            other => Err(format!("unknown engine '{other}': use auto, avx2 or generic")),
+            "sm_80" => Ok(Which::Cuda(Arch::Sm80)),
+            "sm_89" => Ok(Which::Cuda(Arch::Sm89)),
+            "sm_90" => Ok(Which::Cuda(Arch::Sm90)),
+            other => Err(format!("unknown engine '{other}': use auto, avx2, generic, sm_80, sm_89 or sm_90")),
         }
     }
 }
@@ -143,6 +171,14 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
         Which::Auto => has_avx2(),
         Which::Avx2 => true,
         Which::Generic => false,
+        Which::Cuda(_) if is_checkpoint(path) => {
+            return Err(metainfer::Error::Params(
+                "the cuda engines load GGUF files only; use --engine avx2 or generic for a Hugging Face checkpoint".into(),
+            ))
+        }
+        Which::Cuda(Arch::Sm80) => return Ok(Box::new(CoderSm80::load(path)?)),
+        Which::Cuda(Arch::Sm89) => return Ok(Box::new(CoderSm89::load(path)?)),
+        Which::Cuda(Arch::Sm90) => return Ok(Box::new(CoderSm90::load(path)?)),
     };
     Ok(match (is_checkpoint(path), avx2) {
         (false, true) => Box::new(Coder::load(path)?),

@@ -50,6 +50,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         .has_feature(crate::constraints::Feature::Server)
         .then(|| quote!(::metainfer::__require_server_feature!();));
     let require_hf = (entry.manifest.constraints.format == "safetensors").then(|| quote!(::metainfer::__require_hf_feature!();));
+    let require_cuda = entry.manifest.constraints.hw.starts_with("sm_").then(|| quote!(::metainfer::__require_cuda_feature!();));
     let summary = format!(
         "A generated inference engine for `{}` (cache key `{key}`).",
         entry.manifest.constraints.summary()
@@ -97,6 +98,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         mod #module {
             #require
             #require_hf
+            #require_cuda
             use ::metainfer::rt;
             include!(#engine);
             const _MANIFEST: &str = include_str!(#manifest);

@@ -10,7 +10,9 @@
 //! - the runtime crates engines use, re-exported: [`memmap2`], [`half`], [`minijinja`],
 //!   [`minijinja_contrib`], [`fancy_regex`], [`serde_json`];
 //! - with the cargo feature `server`, [`server`]: an OpenAI-compatible HTTP server over an
-//!   engine.
+//!   engine;
+//! - with the cargo feature `hf`, [`tokenizers`] (Hugging Face checkpoints), and with `cuda`,
+//!   [`cudarc`] (the CUDA driver API, loaded at run time) for engines of a cuda target.
 
 pub use fancy_regex;
 pub use half;
@@ -20,6 +22,8 @@ pub use minijinja_contrib;
 pub use serde_json;
 #[cfg(feature = "hf")]
 pub use tokenizers;
+#[cfg(feature = "cuda")]
+pub use cudarc;
 
 #[cfg(feature = "server")]
 pub mod server;
@@ -47,6 +51,11 @@ pub enum Error {
     Tokenizer(String),
     /// The CPU lacks an instruction set the engine was generated for.
     Unsupported(String),
+    /// A CUDA engine found no usable GPU (no driver, no device, or a device older than the
+    /// arch it was generated for): the message says which, and what to use instead.
+    NoDevice(String),
+    /// A CUDA driver call failed while the engine ran (out of memory, a kernel fault).
+    Device(String),
 }
 
 impl fmt::Display for Error {
@@ -66,6 +75,8 @@ impl fmt::Display for Error {
             Error::Template(m) => write!(f, "chat template failed: {m}"),
             Error::Tokenizer(m) => write!(f, "tokenizer: {m}"),
             Error::Unsupported(m) => write!(f, "unsupported cpu: {m}"),
+            Error::NoDevice(m) => write!(f, "no usable cuda device: {m}"),
+            Error::Device(m) => write!(f, "cuda: {m}"),
         }
     }
 }

@@ -85,6 +85,13 @@ impl Engine {
         Ok(all)
     }
 
+    /// Runs `tokens` like [`Engine::forward`] and draws the next token from the last logits
+    /// with `sampler` (`recent`: the ids its repetition penalty looks at).
+    pub(crate) fn forward_sample(&mut self, tokens: &[u32], pos: usize, sampler: &mut Sampler, recent: &[u32]) -> rt::Result<u32> {
+        self.run(tokens, pos, None)?;
+        Ok(sampler.sample(&mut self.st.logits, recent))
+    }
+
     fn run(&mut self, tokens: &[u32], pos: usize, mut all: Option<&mut [f32]>) -> rt::Result<()> {
         if tokens.is_empty() {
             return Err(rt::Error::Params("forward needs at least one token".into()));
@@ -183,6 +190,13 @@ impl Engine {
             }
             None => {}
         }
+    }
+}
+
+impl TensorRef {
+    /// The located matrix as the matvec's view of the file's bytes.
+    pub(crate) fn mat<'a>(&self, file: &'a [u8]) -> QMatrix<'a> {
+        QMatrix { ty: self.ty, rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, data: self.bytes(file) }
     }
 }
 

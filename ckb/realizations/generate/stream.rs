@@ -106,17 +106,16 @@ impl Engine {
         // Prefill, reusing the cached prefix; the last prompt token is always recomputed.
         let t0 = std::time::Instant::now();
         let common = self.history.iter().zip(prompt_ids).take_while(|(a, b)| a == b).count().min(prompt_ids.len() - 1);
-        let mut logits: Vec<f32> = self.forward(&prompt_ids[common..], common)?.to_vec(); // [n_vocab]
+        let mut sampler = Sampler::new(p);
+        let mut id = self.forward_sample(&prompt_ids[common..], common, &mut sampler, prompt_ids)?;
         stats.prompt_tokens = prompt_ids.len() - common;
         stats.prefill_s = t0.elapsed().as_secs_f64();
 
         let t1 = std::time::Instant::now();
-        let mut sampler = Sampler::new(p);
         let mut ids: Vec<u32> = prompt_ids.to_vec(); // prompt + generated (the penalty looks at both)
         let mut stream = GenTextStream { stop: &p.stop, pending: Vec::new(), held: String::new(), stopped: false };
         let mut finish = rt::FinishReason::Length;
         for step in 0..p.max_tokens {
-            let id = sampler.sample(&mut logits, &ids);
             if p.stop_at_eos && self.tok.is_eog(id) {
                 finish = rt::FinishReason::Stop;
                 break;
@@ -129,8 +128,8 @@ impl Engine {
                 break;
             }
             if step + 1 < p.max_tokens {
-                // (The last token's logits are not needed.)
-                logits.copy_from_slice(self.forward(&[id], ids.len() - 1)?);
+                // (The last token's successor is not needed.)
+                id = self.forward_sample(&[id], ids.len() - 1, &mut sampler, &ids)?;
             }
         }
         let out = ids.split_off(prompt_ids.len());

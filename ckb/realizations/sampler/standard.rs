@@ -93,6 +93,23 @@ impl Sampler {
         hit.or(self.cand.last()).map_or(0, |c| c.0)
     }
 
+    /// For an engine that samples on its device: `(top_k, temperature, u)` when these settings
+    /// need nothing but argmax (`top_k` 1) or temperature + top-k with `top_k <= max_k` (`u`
+    /// drawn from this sampler's RNG, as `sample` would); None when top-p, min-p, the
+    /// repetition penalty or an unbounded top-k need the CPU path over the logits.
+    pub(crate) fn device_draw(&mut self, max_k: usize) -> Option<(usize, f32, f32)> {
+        if self.p.repeat_penalty != 1.0 {
+            return None;
+        }
+        if !(self.p.temperature > 0.0) {
+            return Some((1, 0.0, 0.0));
+        }
+        if self.p.top_p < 1.0 || self.p.min_p > 0.0 || self.p.top_k == 0 || self.p.top_k > max_k {
+            return None;
+        }
+        Some((self.p.top_k, self.p.temperature, self.rng.next_f64() as f32))
+    }
+
     /// The (id, renormalised probability) set the draw chooses from, most likely first; [(id, 1)] if fixed.
     pub(crate) fn candidates(&mut self, logits: &mut [f32], recent: &[u32]) -> Vec<(u32, f32)> {
         if let Some(id) = self.filter(logits, recent) {

@@ -100,15 +100,9 @@ pub(crate) struct TensorRef {
 }
 
 impl TensorRef {
-    /// A view of the matrix inside the file's bytes.
-    pub(crate) fn mat<'a>(&self, file: &'a [u8]) -> QMatrix<'a> {
-        QMatrix {
-            ty: self.ty,
-            rows: self.rows,
-            cols: self.cols,
-            row_bytes: self.row_bytes,
-            data: &file[self.offset..self.offset + self.rows * self.row_bytes],
-        }
+    /// The matrix's bytes inside the file's bytes.
+    pub(crate) fn bytes<'a>(&self, file: &'a [u8]) -> &'a [u8] {
+        &file[self.offset..self.offset + self.rows * self.row_bytes]
     }
 
     /// Row `r`, dequantized into `out` (`out.len() == cols`).

@@ -35,15 +35,16 @@ impl Implementer for CkbImplementer<'_> {
     fn implement(&mut self, plan: &Plan, slot: &Slot, _feedback: Option<&str>) -> Result<SlotCode, ChainError> {
         let Some(contract) = &slot.contract else {
             let code = match slot.id.as_str() {
-                "header" => header(plan),
+                "header" => header(plan, self.ckb),
                 "dispatch" => dispatch(plan)?,
                 other => return Err(ChainError::Plan(format!("no generator for section '{other}'"))),
             };
             return Ok(SlotCode { slot: slot.id.clone(), implementer: "generated".into(), realization: "generated".into(), code });
         };
         let mut code = String::new();
+        let ext = if slot.device { "cu" } else { "rs" };
         for (i, v) in slot.variants.iter().enumerate() {
-            let path = self.ckb.root.join("realizations").join(contract).join(format!("{v}.rs"));
+            let path = self.ckb.root.join("realizations").join(contract).join(format!("{v}.{ext}"));
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| ChainError::Plan(format!("cannot read realization {}: {e}", path.display())))?;
             if i > 0 {
@@ -73,9 +74,13 @@ pub fn assemble(plan: &Plan, codes: &[SlotCode]) -> String {
     }
     let _ = writeln!(out, "// Sections, along the data path:");
     for (i, (s, c)) in plan.slots.iter().zip(codes).enumerate() {
-        let _ = writeln!(out, "//   {:>2}. {} ({})", i + 1, s.title, c.realization);
+        let at = if s.device { format!(", in kernels/{}.cu", s.id) } else { String::new() };
+        let _ = writeln!(out, "//   {:>2}. {} ({}{at})", i + 1, s.title, c.realization);
     }
     for (i, (s, c)) in plan.slots.iter().zip(codes).enumerate() {
+        if s.device {
+            continue; // device code lives in the entry's kernels/, compiled to PTX
+        }
         out.push('\n');
         let origin = match &s.contract {
             Some(id) => format!("contract {id} v{}, realization {} ({})", s.version, c.realization, c.implementer),
@@ -98,12 +103,21 @@ pub fn assemble(plan: &Plan, codes: &[SlotCode]) -> String {
     out
 }
 
+/// The kernel name of an interface item `extern "C" __global__ void name(...)`.
+pub fn kernel_name(item: &str) -> Option<&str> {
+    let head = item.split('(').next()?;
+    if !head.contains("__global__") {
+        return None;
+    }
+    head.split_whitespace().last()
+}
+
 fn rust_str(s: &str) -> String {
     format!("{s:?}")
 }
 
 /// Constants baked in from the plan, and the CPU check.
-fn header(plan: &Plan) -> String {
+fn header(plan: &Plan, ckb: &Ckb) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "/// The cache key this engine was generated under.");
     let _ = writeln!(s, "pub const ENGINE_KEY: &str = {};", rust_str(&plan.key));
@@ -117,6 +131,21 @@ fn header(plan: &Plan) -> String {
     let _ = writeln!(s, "pub(crate) const QUANT: &str = {};", rust_str(&plan.quant));
     let _ = writeln!(s, "/// The model file format this engine loads (`gguf`, or `safetensors`: a Hugging Face checkpoint directory).");
     let _ = writeln!(s, "pub(crate) const MODEL_FORMAT: &str = {};", rust_str(&plan.format));
+    if plan.target.kind == "cuda" {
+        let _ = writeln!(s, "/// The CUDA arch the kernels were compiled for (PTX for compute_XX; newer GPUs JIT it).");
+        let _ = writeln!(s, "pub(crate) const CUDA_ARCH: &str = {};", rust_str(&plan.target.arch));
+        for d in plan.slots.iter().filter(|d| d.device) {
+            let _ = writeln!(s, "/// The PTX of the `{}` kernels in the entry's kernels/ (METAINFER_KERNELS).", d.id);
+            let _ = writeln!(s, "pub(crate) const {}_PTX: &str = {};", d.id.to_uppercase(), rust_str(&format!("{}.{}.ptx", d.id, plan.target.arch)));
+            let kernels: Vec<String> = ckb
+                .contracts
+                .get(&d.id)
+                .map(|c| c.interface.iter().filter_map(|i| kernel_name(i)).map(rust_str).collect())
+                .unwrap_or_default();
+            let _ = writeln!(s, "/// The kernels of `{}` (its contract's interface), each an `.entry` of the PTX.", d.id);
+            let _ = writeln!(s, "pub(crate) const {}_ENTRIES: &[&str] = &[{}];", d.id.to_uppercase(), kernels.join(", "));
+        }
+    }
     let _ = writeln!(s, "/// Context the KV cache is sized for, when the constraints fix it.");
     match plan.max_seq {
         Some(n) => {
@@ -152,7 +181,7 @@ fn header(plan: &Plan) -> String {
     s.push('\n');
     let _ = writeln!(s, "/// Refuses to run on a CPU without the instruction sets the kernels were compiled for.");
     let _ = writeln!(s, "pub(crate) fn check_cpu() -> rt::Result<()> {{");
-    if plan.target.features.is_empty() {
+    if plan.target.features.is_empty() || plan.target.kind != "cpu" {
         let _ = writeln!(s, "    Ok(())");
     } else {
         let quoted: Vec<String> = plan.target.features.iter().map(|f| rust_str(f)).collect();
@@ -181,8 +210,57 @@ fn header(plan: &Plan) -> String {
     s
 }
 
+/// For a cuda target: `COMPILED_TYPES`, `act_kind`, `dequant_row` (host-side, for the small
+/// vectors) and `cuda_suffix`, the name part of the type's `gemv_`/`gemm_`/`get_rows_` kernels.
+fn dispatch_cuda(plan: &Plan) -> Result<String, ChainError> {
+    let mut s = String::new();
+    let mut types = Vec::new();
+    for t in &plan.tensor_types {
+        let name = t.engine_name.clone().ok_or_else(|| ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id)))?;
+        types.push((name, t.id.clone()));
+    }
+    let names: Vec<String> = types.iter().map(|(n, _)| format!("GgmlType::{n}")).collect();
+    let _ = writeln!(s, "/// Tensor types compiled into this engine; the loader refuses any other.");
+    let _ = writeln!(s, "pub(crate) const COMPILED_TYPES: &[GgmlType] = &[{}];", names.join(", "));
+    s.push('\n');
+    let _ = writeln!(s, "/// The activation form a CPU dot kernel of `ty` would consume (the weights section records it;");
+    let _ = writeln!(s, "/// the CUDA kernels read f32 activations).");
+    let _ = writeln!(s, "pub(crate) fn act_kind(ty: GgmlType) -> ActKind {{");
+    let _ = writeln!(s, "    match ty {{");
+    for (n, id) in &types {
+        let _ = writeln!(s, "        GgmlType::{n} => {}_ACT,", id.to_uppercase());
+    }
+    let _ = writeln!(s, "        _ => ActKind::F32,");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s.push('\n');
+    let _ = writeln!(s, "/// The kernel-name suffix of `ty` (`gemv_<suffix>`, `gemm_<suffix>`, `get_rows_<suffix>`).");
+    let _ = writeln!(s, "pub(crate) fn cuda_suffix(ty: GgmlType) -> &'static str {{");
+    let _ = writeln!(s, "    match ty {{");
+    for (n, id) in &types {
+        let _ = writeln!(s, "        GgmlType::{n} => {},", rust_str(id));
+    }
+    let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s.push('\n');
+    let _ = writeln!(s, "/// One row of type `ty`, dequantized to f32.");
+    let _ = writeln!(s, "pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {{");
+    let _ = writeln!(s, "    match ty {{");
+    for (n, id) in &types {
+        let _ = writeln!(s, "        GgmlType::{n} => dequant_row_{id}(row, out),");
+    }
+    let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    Ok(s)
+}
+
 /// `COMPILED_TYPES`, `act_kind`, `dot_row`, `dequant_row`: one arm per selected tensor type.
 fn dispatch(plan: &Plan) -> Result<String, ChainError> {
+    if plan.target.kind == "cuda" {
+        return dispatch_cuda(plan);
+    }
     let mut types = Vec::new();
     for t in &plan.tensor_types {
         let name = t.engine_name.clone().ok_or_else(|| ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id)))?;

@@ -145,17 +145,64 @@ pub fn review_engine(plan: &plan::Plan, codes: &[SlotCode], ckb: &Ckb) -> Vec<re
     let mut problems = Vec::new();
     for (slot, code) in plan.slots.iter().zip(codes) {
         let contract = slot.contract.as_ref().and_then(|id| ckb.contracts.get(id));
+        if slot.device {
+            problems.extend(review_device(slot, &code.code, contract));
+            continue;
+        }
         problems.extend(llm_fill::review_slot(slot, &code.code, contract));
     }
     problems
 }
 
+/// Device code is CUDA C, not Rust: every kernel the contract's interface names must be
+/// defined as `extern "C" __global__ void <name>(` (directly or through the file's macros,
+/// whose expansions NVRTC's gate checks in the PTX).
+fn review_device(slot: &plan::Slot, code: &str, contract: Option<&crate::ckb::Contract>) -> Vec<review::Problem> {
+    let mut problems = Vec::new();
+    for item in contract.map(|c| c.interface.as_slice()).unwrap_or_default() {
+        let Some(name) = implement::kernel_name(item) else { continue };
+        let direct = code.contains(&format!("void {name}("));
+        // `GGUF_KERNELS(q4_k, ...)` defines gemv_q4_k, gemm_q4_k, get_rows_q4_k.
+        let via_macro = ["gemv_", "gemm_", "get_rows_"]
+            .iter()
+            .filter_map(|p| name.strip_prefix(p))
+            .any(|t| code.contains(&format!("_KERNELS({t},")));
+        if !direct && !via_macro {
+            problems.push(review::Problem {
+                slot: slot.id.clone(),
+                line: None,
+                message: format!("missing kernel `{name}` of interface item `{item}`"),
+            });
+        }
+    }
+    problems
+}
+
+/// The entry's `kernels/` files for the plan's device slots: each slot's CUDA source as
+/// `<slot>.cu` and its PTX for the target's arch as `<slot>.<arch>.ptx`, compiled with NVRTC
+/// here, at generation time (the engine loads the PTX; nothing compiles at run time).
+pub fn kernel_files(plan: &plan::Plan, ckb: &Ckb) -> Result<Vec<(String, Vec<u8>)>, ChainError> {
+    let mut files = Vec::new();
+    let mut ckb_impl = CkbImplementer { ckb };
+    for slot in plan.slots.iter().filter(|s| s.device) {
+        let code = ckb_impl.implement(plan, slot, None)?;
+        let name = format!("{}.cu", slot.id);
+        let ptx = crate::nvrtc::compile_ptx(&code.code, &name, &plan.target.arch).map_err(|e| {
+            ChainError::Verify(format!("cannot compile the device code of slot `{}` for {}: {e}", slot.id, plan.target.arch))
+        })?;
+        files.push((format!("kernels/{name}"), code.code.into_bytes()));
+        files.push((format!("kernels/{}.{}.ptx", slot.id, plan.target.arch), ptx.into_bytes()));
+    }
+    Ok(files)
+}
+
 /// The gates of every contract in the plan, in plan order, each once.
 pub fn gate_ids(plan: &plan::Plan, ckb: &Ckb) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
+    let applies = |g: &String| ckb.gates.get(g).is_none_or(|g| g.target_kinds.is_empty() || g.target_kinds.contains(&plan.target.kind));
     for s in &plan.slots {
         if let Some(c) = s.contract.as_ref().and_then(|id| ckb.contracts.get(id)) {
-            for g in &c.gates {
+            for g in c.gates.iter().filter(|g| applies(g)) {
                 if !ids.contains(g) {
                     ids.push(g.clone());
                 }
@@ -165,14 +212,18 @@ pub fn gate_ids(plan: &plan::Plan, ckb: &Ckb) -> Vec<String> {
     ids
 }
 
-fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan) -> verify::Scratch<'a> {
+fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan, kernels: Vec<(String, Vec<u8>)>) -> verify::Scratch<'a> {
     let key = &plan.key;
     let mut rt_features = vec!["server"];
     if plan.format == "safetensors" {
         rt_features.push("hf");
     }
+    if plan.target.kind == "cuda" {
+        rt_features.push("cuda");
+    }
     verify::Scratch {
         rt_features,
+        kernels,
         dir: opts.scratch_dir.join(&key[..16.min(key.len())]),
         target_dir: opts.scratch_dir.join("target"),
         workspace_root: &opts.workspace_root,
@@ -209,7 +260,8 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             chosen[i] = Some(code);
         }
     }
-    let scratch = scratch(opts, ckb, &plan);
+    let kernels = kernel_files(&plan, ckb)?;
+    let scratch = scratch(opts, ckb, &plan, kernels.clone());
     let mut session_out: Option<(Vec<serde_json::Value>, Vec<String>, Vec<String>)> = None;
     let mut rounds: BTreeMap<usize, u32> = BTreeMap::new();
     if !llm_slots.is_empty() {
@@ -266,6 +318,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
     files.insert("engine.rs".to_string(), engine.into_bytes());
     files.insert("gates.toml".to_string(), consolidate::gates_toml(&verdict).into_bytes());
     files.insert("transcript.jsonl".to_string(), transcript.into_bytes());
+    files.extend(kernels);
     if !verdict.passed {
         files.insert("verify.log".to_string(), verdict.log.clone().into_bytes());
     }
@@ -318,6 +371,7 @@ fn keep_transcript(opts: &ChainOptions, key: &str, lines: &[serde_json::Value], 
 pub fn reverify(c: &Constraints, ckb: &Ckb, engine_rs: &str, opts: &ChainOptions) -> Result<(Vec<u8>, bool), ChainError> {
     let plan = plan_for(c, ckb)?;
     let gates = gate_ids(&plan, ckb);
-    let verdict = verify::verify(&scratch(opts, ckb, &plan), engine_rs, &gates, opts.progress)?;
+    let kernels = kernel_files(&plan, ckb)?;
+    let verdict = verify::verify(&scratch(opts, ckb, &plan, kernels), engine_rs, &gates, opts.progress)?;
     Ok((consolidate::gates_toml(&verdict).into_bytes(), verdict.passed))
 }

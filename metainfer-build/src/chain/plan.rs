@@ -48,6 +48,10 @@ pub struct Slot {
     /// other slots are verified before it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Box<Slot>>,
+    /// Device code (a `.cu` realization): not part of `engine.rs` but compiled with NVRTC into
+    /// the entry's `kernels/`, which the host code loads.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub device: bool,
 }
 
 /// The inputs of a plan, as strings (the constraints are validated before planning).
@@ -74,13 +78,23 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
             .ok_or_else(|| no("model family or preset", input.model))?,
     };
     let target = ckb.targets.get(input.hw).ok_or_else(|| no("target", input.hw))?.clone();
-    if target.kind != "cpu" {
+    let q = ckb.quants.get(input.quant).ok_or_else(|| no("quant", input.quant))?;
+    let base_graph = match family.target_graphs.get(&target.kind) {
+        Some(g) => g,
+        None if target.kind == "cpu" => &family.graph,
+        None => {
+            return Err(ChainError::Plan(format!(
+                "target '{}' is a {} target, and model family '{}' has no graph for {} targets (target_graphs.{} in ckb/models/{}.toml)",
+                target.id, target.kind, family.family, target.kind, target.kind, family.family
+            )))
+        }
+    };
+    if target.kind == "cuda" && q.format != "gguf" {
         return Err(ChainError::Plan(format!(
-            "target '{}' is a {} target; the ckb has realizations for cpu targets only so far",
-            target.id, target.kind
+            "quant '{}' loads {} checkpoints, and the ckb's cuda engine loads gguf files only so far; use quant = \"q4_k_m\" (or another gguf quant) on hw = \"{}\", or run awq on hw = \"x86_64-avx2\" / \"generic\"",
+            q.id, q.format, target.id
         )));
     }
-    let q = ckb.quants.get(input.quant).ok_or_else(|| no("quant", input.quant))?;
     let mut type_ids: Vec<String> = match q.kind {
         QuantKind::Mixture => q.tensor_types.clone(),
         QuantKind::TensorType if q.tensor_types.is_empty() => vec![q.id.clone(), "f32".into()],
@@ -96,8 +110,7 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
     let mut slots = Vec::new();
     let extra = input.features.iter().filter_map(|f| family.feature_sections.get(f)).flatten();
     let swaps = family.format_sections.get(&q.format);
-    let graph: Vec<&String> = family
-        .graph
+    let graph: Vec<&String> = base_graph
         .iter()
         .map(|s| swaps.and_then(|m| m.get(s.trim_end_matches('?'))).unwrap_or(s))
         .chain(extra)
@@ -151,6 +164,7 @@ fn generated(id: &str, title: &str) -> Slot {
         entry4: None,
         llm: false,
         fallback: None,
+        device: false,
     }
 }
 
@@ -168,8 +182,15 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: &str, dot_ker
         .contracts
         .get(cid)
         .ok_or_else(|| ChainError::Plan(format!("the model graph names contract '{cid}', which the ckb lacks")))?;
-    let from_ckb = ckb_slot(c, target);
+    let from_ckb = ckb_slot(c, target).map(|mut slot| {
+        slot.device = slot.variants.iter().any(|v| {
+            crate::ckb::realization_file(&ckb.root, cid, v).is_some_and(|p| p.extension().is_some_and(|e| e == "cu"))
+        });
+        slot
+    });
     let want_llm = match generator {
+        // Device code (CUDA C) always comes from the ckb: the llm implementer writes Rust.
+        _ if from_ckb.as_ref().is_ok_and(|s| s.device) => false,
         "llm" => true,
         "auto" => from_ckb.is_err(),
         _ => false,
@@ -190,6 +211,7 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: &str, dot_ker
         entry4: None,
         llm: true,
         fallback: from_ckb.ok().map(Box::new),
+        device: false,
     })
 }
 
@@ -219,5 +241,6 @@ fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
         entry4: chosen.entry4.clone(),
         llm: false,
         fallback: None,
+        device: false,
     })
 }

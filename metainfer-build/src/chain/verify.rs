@@ -41,6 +41,9 @@ pub struct Scratch<'a> {
     /// Features of metainfer-rt the engine needs (`server` always, for the server gate;
     /// `hf` for engines that load Hugging Face checkpoints).
     pub rt_features: Vec<&'static str>,
+    /// The entry's `kernels/` files (path, bytes), written beside the engine and exposed to
+    /// it as `METAINFER_KERNELS`, as the expansion does.
+    pub kernels: Vec<(String, Vec<u8>)>,
 }
 
 /// The path of the `metainfer-rt` crate the candidate is compiled against.
@@ -69,6 +72,19 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
         s.rt_features
     );
     let mut lib = String::from("// The candidate engine and its gates (written by metainfer-build's verifier).\n#![allow(dead_code)]\nuse metainfer_rt as rt;\ninclude!(\"engine.rs\");\n");
+    lib.push_str("/// The entry's kernels/ files, by name (as the expansion defines it).\npub(crate) const METAINFER_KERNELS: &[(&str, &[u8])] = &[");
+    for (path, bytes) in &s.kernels {
+        let name = path.strip_prefix("kernels/").unwrap_or(path);
+        let file = s.dir.join("src").join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io("cannot create", parent, e))?;
+        }
+        if std::fs::read(&file).ok().as_deref() != Some(bytes.as_slice()) {
+            std::fs::write(&file, bytes).map_err(|e| io("cannot write", &file, e))?;
+        }
+        lib.push_str(&format!("({name:?}, include_bytes!({path:?})), "));
+    }
+    lib.push_str("];\n");
     for g in gate_ids {
         let gate = s.ckb.gates.get(g).ok_or_else(|| ChainError::Verify(format!("the ckb has no gate '{g}'")))?;
         let src = s.ckb.root.join("gates").join(&gate.source);

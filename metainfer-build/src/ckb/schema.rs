@@ -98,6 +98,9 @@ pub struct ModelFamily {
     /// (`safetensors = { gguf_reader = "hf_reader", tokenizer_bpe = "tokenizer_hf" }`).
     #[serde(default)]
     pub format_sections: BTreeMap<String, BTreeMap<String, String>>,
+    /// The graph for targets of another kind (`cuda`), by target kind; `graph` otherwise.
+    #[serde(default)]
+    pub target_graphs: BTreeMap<String, Vec<String>>,
     /// `neox` (rotate halves) or `normal` (interleaved pairs).
     pub rope: String,
     pub qkv_bias: bool,
@@ -235,4 +238,7 @@ pub struct Gate {
     /// The script that made the vectors.
     #[serde(default)]
     pub made_by: Option<String>,
+    /// Target kinds (`cpu`, `cuda`) whose engines it applies to; empty: every kind.
+    #[serde(default)]
+    pub target_kinds: Vec<String>,
 }

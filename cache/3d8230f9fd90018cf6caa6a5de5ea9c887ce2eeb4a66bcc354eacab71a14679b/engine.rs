@@ -52,7 +52,7 @@ mod header {
     /// The PTX of the `kernels_cuda` kernels in the entry's kernels/ (METAINFER_KERNELS).
     pub(crate) const KERNELS_CUDA_PTX: &str = "kernels_cuda.sm_89.ptx";
     /// The kernels of `kernels_cuda` (its contract's interface), each an `.entry` of the PTX.
-    pub(crate) const KERNELS_CUDA_ENTRIES: &[&str] = &["gemv_f32", "gemm_f32", "get_rows_f32", "gemv_f16", "gemm_f16", "get_rows_f16", "gemv_q8_0", "gemm_q8_0", "get_rows_q8_0", "gemv_q5_0", "gemm_q5_0", "get_rows_q5_0", "gemv_q4_k", "gemm_q4_k", "get_rows_q4_k", "gemv_q6_k", "gemm_q6_k", "get_rows_q6_k", "gemv_awq", "gemm_awq", "rmsnorm_f32", "rope_neox_f32", "kv_append_f16", "attention_f16kv", "swiglu_f32", "add_f32", "argmax_f32", "sample_topk_f32"];
+    pub(crate) const KERNELS_CUDA_ENTRIES: &[&str] = &["gemv_f32", "gemm_f32", "get_rows_f32", "gemv_f16", "gemm_f16", "get_rows_f16", "gemv_q8_0", "gemm_q8_0", "get_rows_q8_0", "gemv_q5_0", "gemm_q5_0", "get_rows_q5_0", "gemv_q4_k", "gemm_q4_k", "get_rows_q4_k", "gemv_q6_k", "gemm_q6_k", "get_rows_q6_k", "gemv_awq_int4", "gemm_awq_int4", "get_rows_awq_int4", "gemv_awq", "gemm_awq", "rmsnorm_f32", "rope_neox_f32", "kv_append_f16", "attention_f16kv", "swiglu_f32", "add_f32", "argmax_f32", "sample_topk_f32"];
     /// Context the KV cache is sized for, when the constraints fix it.
     pub(crate) const MAX_SEQ: Option<usize> = None;
     /// Exact dims of the preset this engine was generated for (`None`: read from the file).

@@ -32,6 +32,15 @@ pub struct CoderSm89;
 #[metainfer::engine(model = "qwen2", hw = "sm_90", quant = "q4_k_m", features = ["server"])]
 pub struct CoderSm90;
 
+#[metainfer::engine(model = "qwen2", hw = "sm_80", quant = "awq", features = ["server"])]
+pub struct CoderAwqSm80;
+
+#[metainfer::engine(model = "qwen2", hw = "sm_89", quant = "awq", features = ["server"])]
+pub struct CoderAwqSm89;
+
+#[metainfer::engine(model = "qwen2", hw = "sm_90", quant = "awq", features = ["server"])]
+pub struct CoderAwqSm90;
+
 /// What the CLI needs of an engine (`Send`: `demo-engine serve` moves it to the server's
 /// threads).
 pub trait Model: Send {
@@ -112,6 +121,9 @@ impl_model!(CoderAwqPortable, "generic");
 impl_model!(CoderSm80, "sm_80");
 impl_model!(CoderSm89, "sm_89");
 impl_model!(CoderSm90, "sm_90");
+impl_model!(CoderAwqSm80, "sm_80");
+impl_model!(CoderAwqSm89, "sm_89");
+impl_model!(CoderAwqSm90, "sm_90");
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +132,7 @@ pub enum Which {
     Auto,
     Avx2,
     Generic,
-    /// A CUDA engine (GGUF files only).
+    /// A CUDA engine (GGUF files, or AWQ checkpoints).
     Cuda(Arch),
 }
 
@@ -171,14 +183,16 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
         Which::Auto => has_avx2(),
         Which::Avx2 => true,
         Which::Generic => false,
-        Which::Cuda(_) if is_checkpoint(path) => {
-            return Err(metainfer::Error::Params(
-                "the cuda engines load GGUF files only; use --engine avx2 or generic for a Hugging Face checkpoint".into(),
-            ))
+        Which::Cuda(arch) => {
+            return Ok(match (is_checkpoint(path), arch) {
+                (false, Arch::Sm80) => Box::new(CoderSm80::load(path)?),
+                (false, Arch::Sm89) => Box::new(CoderSm89::load(path)?),
+                (false, Arch::Sm90) => Box::new(CoderSm90::load(path)?),
+                (true, Arch::Sm80) => Box::new(CoderAwqSm80::load(path)?),
+                (true, Arch::Sm89) => Box::new(CoderAwqSm89::load(path)?),
+                (true, Arch::Sm90) => Box::new(CoderAwqSm90::load(path)?),
+            })
         }
-        Which::Cuda(Arch::Sm80) => return Ok(Box::new(CoderSm80::load(path)?)),
-        Which::Cuda(Arch::Sm89) => return Ok(Box::new(CoderSm89::load(path)?)),
-        Which::Cuda(Arch::Sm90) => return Ok(Box::new(CoderSm90::load(path)?)),
     };
     Ok(match (is_checkpoint(path), avx2) {
         (false, true) => Box::new(Coder::load(path)?),

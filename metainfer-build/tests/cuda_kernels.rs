@@ -57,6 +57,7 @@ blocks!(b_q8_0, "dot_q8_0/blocks.rs");
 blocks!(b_q5_0, "dot_q5_0/blocks.rs");
 blocks!(b_q4_k, "dot_q4_k/blocks.rs");
 blocks!(b_q6_k, "dot_q6_k/blocks.rs");
+blocks!(b_awq_int4, "dot_awq_int4/blocks.rs");
 
 // ---- a minimal CUDA driver binding ------------------------------------------------------
 
@@ -285,6 +286,7 @@ fn random_rows(t: &str, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
         "q5_0" => (32, 22, &[0]),
         "q4_k" => (256, 144, &[0, 2]),
         "q6_k" => (256, 210, &[208]),
+        "awq_int4" => (128, 68, &[0]), // z (bytes 2..4) stays random: kernel and loader mask it to 0..=15
         _ => unreachable!(),
     };
     let n_blocks = rows * cols / elems;
@@ -309,6 +311,7 @@ fn dequant(t: &str, row: &[u8], out: &mut [f32]) {
         "q5_0" => b_q5_0::dequant_row_q5_0(row, out),
         "q4_k" => b_q4_k::dequant_row_q4_k(row, out),
         "q6_k" => b_q6_k::dequant_row_q6_k(row, out),
+        "awq_int4" => b_awq_int4::dequant_row_awq_int4(row, out),
         _ => unreachable!(),
     }
 }
@@ -373,7 +376,7 @@ fn cuda_kernels() {
 
     // -- GGUF GEMV / GEMM / get_rows --
     let (rows, cols, n_tok) = (37usize, 512usize, 11usize);
-    for t in ["f32", "f16", "q8_0", "q5_0", "q4_k", "q6_k"] {
+    for t in ["f32", "f16", "q8_0", "q5_0", "q4_k", "q6_k", "awq_int4"] {
         let w = random_rows(t, rows, cols, &mut rng);
         let row_bytes = w.len() / rows;
         let mut wf = vec![0f32; rows * cols];

@@ -1,5 +1,6 @@
 // CUDA kernels of the GPU engines (sm_80, sm_89, sm_90): dequant GEMV/GEMM for the GGUF types
-// F32, F16, Q8_0, Q5_0, Q4_K, Q6_K and for AWQ int4, row gather (embedding), RMSNorm, NeoX rope,
+// F32, F16, Q8_0, Q5_0, Q4_K, Q6_K, for AWQ int4 as the engines hold it (AWQ_INT4 rows) and in
+// AutoAWQ's own packing, row gather (embedding), RMSNorm, NeoX rope,
 // the f16 KV cache append, causal attention with online softmax, SwiGLU, residual add, and
 // sampling on the device (greedy argmax; temperature + top-k). Compiled with NVRTC to PTX for
 // compute_XX; no headers are included (the NVRTC wheel ships none), so f16 conversion is one
@@ -174,6 +175,27 @@ struct TQ6_K {
     }
 };
 
+// AWQ_INT4 (hf_reader's repacking of AutoAWQ GEMM layers, ckb/quants/awq_int4.toml): 68 bytes /
+// 128 values of one output row: d f16 @0, z u16 @2 (0..=15), qs[64] @4; in run k < 4, value
+// 32k + j (j < 16) is the low nibble of qs[16k + j] and value 32k + 16 + j its high nibble;
+// w = d * (q - z). Lane l, k: value 32k + l.
+struct TAWQ_INT4 {
+    static constexpr int PER = 4;
+    __device__ static size_t row_bytes(int cols) { return (size_t)(cols / 128) * 68; }
+    __device__ static int chunks(int cols) { return cols / 128; }
+    __device__ static void deq(const u8* row, int c, int lane, int, float* w) {
+        const u8* b = row + (size_t)c * 68;
+        float d = f16_to_f32(ld_u16(b));
+        int z = ld_u16(b + 2) & 0x0F;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u8 v = b[4 + 16 * k + (lane & 15)];
+            int q = lane < 16 ? (v & 0x0F) : (v >> 4);
+            w[k] = d * (float)(q - z);
+        }
+    }
+};
+
 // ---- dequant GEMV / GEMM ----------------------------------------------------------------
 // y[t][r] = sum_i W[r][i] * x[t][i] (+ bias[r]) for tokens t0 .. t0 + GEMM_TOK of this block.
 // Each weight value is dequantized once per block and used for all of its tokens.
@@ -258,6 +280,7 @@ GGUF_KERNELS(q8_0, TQ8_0)
 GGUF_KERNELS(q5_0, TQ5_0)
 GGUF_KERNELS(q4_k, TQ4_K)
 GGUF_KERNELS(q6_k, TQ6_K)
+GGUF_KERNELS(awq_int4, TAWQ_INT4)
 
 // ---- AWQ int4 (AutoAWQ GEMM packing) ------------------------------------------------------
 // qweight i32 [in][out/8]: the 8 outputs 8p..8p+8 of row i packed in one int32 with nibble

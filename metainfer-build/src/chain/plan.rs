@@ -89,12 +89,6 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
             )))
         }
     };
-    if target.kind == "cuda" && q.format != "gguf" {
-        return Err(ChainError::Plan(format!(
-            "quant '{}' loads {} checkpoints, and the ckb's cuda engine loads gguf files only so far; use quant = \"q4_k_m\" (or another gguf quant) on hw = \"{}\", or run awq on hw = \"x86_64-avx2\" / \"generic\"",
-            q.id, q.format, target.id
-        )));
-    }
     let mut type_ids: Vec<String> = match q.kind {
         QuantKind::Mixture => q.tensor_types.clone(),
         QuantKind::TensorType if q.tensor_types.is_empty() => vec![q.id.clone(), "f32".into()],

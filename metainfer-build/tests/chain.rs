@@ -29,3 +29,44 @@ fn demo_engines_plan_implement_and_pass_review() {
         }
     }
 }
+
+#[test]
+fn cuda_engines_plan_host_code_and_device_code_apart() {
+    let ckb = Ckb::load(&Ckb::default_root()).expect("ckb loads");
+    for (hw, quant) in [("sm_80", "q4_k_m"), ("sm_89", "q4_k_m"), ("sm_90", "awq")] {
+        let args = [Arg::str("model", "qwen2"), Arg::str("hw", hw), Arg::str("quant", quant)];
+        let c = Constraints::from_args(&args, &ckb).expect("valid constraints");
+        let (plan, codes, engine) = chain::implement_engine(&c, &ckb, false).expect("implements");
+        let problems = chain::review_engine(&plan, &codes, &ckb);
+        assert!(problems.is_empty(), "{hw}: review problems: {problems:#?}");
+        let ids: Vec<&str> = plan.slots.iter().map(|s| s.id.as_str()).collect();
+        // the device code is a slot of its own, kept out of engine.rs
+        let device: Vec<&str> = plan.slots.iter().filter(|s| s.device).map(|s| s.id.as_str()).collect();
+        assert_eq!(device, ["kernels_cuda"], "{hw}: device slots");
+        assert!(!engine.contains("__global__") && !engine.contains("mod kernels_cuda {"), "{hw}: cuda c in engine.rs");
+        // no CPU compute path: no matvec, CPU KV cache or dot kernels (the dot slots give blocks only)
+        for cpu_only in ["matvec", "state_kv", "simd_avx2"] {
+            assert!(!ids.contains(&cpu_only), "{hw}: cpu section {cpu_only} in a cuda plan: {ids:?}");
+        }
+        assert!(plan.slots.iter().filter(|s| s.id.starts_with("dot_")).all(|s| s.variants == ["blocks"]), "{hw}: dot slots beyond blocks");
+        assert!(!engine.contains("fn dot_row("), "{hw}: a CPU dispatch in a cuda engine");
+        assert!(engine.contains("forward_qwen2/cuda") && engine.contains(&format!("pub(crate) const CUDA_ARCH: &str = \"{hw}\";")), "{hw}: header / forward");
+        assert!(engine.contains(&format!("pub(crate) const KERNELS_CUDA_PTX: &str = \"kernels_cuda.{hw}.ptx\";")), "{hw}: PTX name");
+        if quant == "awq" {
+            assert!(ids.contains(&"hf_reader") && ids.contains(&"tokenizer_hf"), "{hw} awq: format swaps: {ids:?}");
+            assert!(engine.contains("GgmlType::AWQ_INT4 => \"awq_int4\""), "{hw} awq: kernel suffix");
+        }
+        // the CPU dot-kernel gate does not apply; the nvrtc gate does
+        let gates = chain::gate_ids(&plan, &ckb);
+        assert!(!gates.contains(&"kernels".to_string()) && gates.contains(&"nvrtc".to_string()), "{hw}: gates {gates:?}");
+        syn::parse_file(&engine).expect("engine.rs parses");
+        // with NVRTC: the entry's kernels/ holds the source and PTX for the arch
+        if metainfer_build::nvrtc::available().is_ok() {
+            let files = chain::kernel_files(&plan, &ckb).expect("nvrtc compiles the kernels");
+            let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+            assert_eq!(names, ["kernels/kernels_cuda.cu".to_string(), format!("kernels/kernels_cuda.{hw}.ptx")], "{hw}");
+            let ptx = String::from_utf8(files[1].1.clone()).unwrap();
+            assert!(ptx.contains(&format!(".target {hw}")) && ptx.contains(".entry gemv_awq_int4"), "{hw}: ptx");
+        }
+    }
+}

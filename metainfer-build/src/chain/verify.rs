@@ -64,8 +64,14 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
     std::fs::create_dir_all(s.dir.join("src")).map_err(|e| io("cannot create scratch crate", &s.dir, e))?;
     let rt_dir = rt_crate_dir();
     let rt_dir = rt_dir.canonicalize().map_err(|e| io("cannot find metainfer-rt at", &rt_dir, e))?;
+    // Every scratch crate builds into the shared target dir, and cargo's artifact names do not
+    // depend on the crate's directory: two candidates with one name and one feature set would
+    // share a test binary, and one whose unchanged sources are older than that binary would run
+    // the other's engine. The directory (the key's prefix) in the name keeps them apart.
+    let tag: String = s.dir.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let tag: String = tag.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let manifest = format!(
-        "[package]\nname = \"metainfer-candidate\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+        "[package]\nname = \"metainfer-candidate-{tag}\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
          [lib]\npath = \"src/lib.rs\"\n\n[dependencies]\nmetainfer-rt = {{ path = {:?}, features = {:?} }}\n\n\
          [profile.release]\nopt-level = 3\ndebug = false\nincremental = true\n\n[workspace]\n",
         rt_dir.display().to_string(),

@@ -43,21 +43,22 @@ else
 fi
 
 # 2. greedy ids: each cuda engine against the CPU engine (generic: the reference order)
-greedy() { # engine model prompt n -> ids
-    "$BIN" generate --engine "$1" --model "$2" --prompt "$3" --max-tokens "$4" --temperature 0 --print-ids 2>/dev/null | tail -1
+greedy() { # "engine [flags]" model prompt n -> ids
+    # shellcheck disable=SC2086 # $1 is the engine and its flags
+    "$BIN" generate --engine $1 --model "$2" --prompt "$3" --max-tokens "$4" --temperature 0 --print-ids 2>/dev/null | tail -1
 }
 compare() { # model n prompt...
     local model="$1" n="$2"; shift 2
     for prompt in "$@"; do
         cpu=$(greedy avx2 "$model" "$prompt" "$n")
         [[ -n "$cpu" ]] || cpu=$(greedy generic "$model" "$prompt" "$n")
-        for e in sm_90 sm_89; do
+        for e in sm_90 sm_89 "sm_90 --no-cuda-graph"; do
             gpu=$(greedy "$e" "$model" "$prompt" "$n")
             same=$(python3 -c 'import sys; a=sys.argv[1].split(","); b=sys.argv[2].split(","); n=0
 while n < min(len(a),len(b)) and a[n]==b[n]: n+=1
 print(n)' "$cpu" "$gpu")
             total=$(tr ',' '\n' <<<"$cpu" | grep -c .)
-            echo "DEVICE greedy engine=$e model=$(basename "$model") prompt=${prompt:0:24}... matching_prefix=$same tokens=$total"
+            echo "DEVICE greedy engine=${e// /} model=$(basename "$model") prompt=${prompt:0:24}... matching_prefix=$same tokens=$total"
             [[ "$cpu" == "$gpu" ]] || fail=1
         done
     done
@@ -66,10 +67,12 @@ compare "$TINY" 24 "Hello world" "The quick brown fox"
 if [[ -f "$MODEL" ]]; then
     compare "$MODEL" 32 "def fibonacci(n):" "The capital of France is" "// A C function that reverses a string"
     # 3. speed: prefill and decode tok/s, and the fraction of HBM bandwidth decode reaches
-    for e in sm_90 sm_89; do
-        j=$("$BIN" bench --engine "$e" --model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --reps 3 --json 2>/dev/null | tail -1)
-        echo "DEVICE bench engine=$e $j"
+    for e in sm_90 sm_89 "sm_90 --no-cuda-graph"; do
+        # shellcheck disable=SC2086
+        j=$("$BIN" bench --engine $e --model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --reps 3 --json 2>/dev/null | tail -1)
+        echo "DEVICE bench engine=${e// /} $j"
     done
+    j=$("$BIN" bench --engine sm_89 --model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --reps 3 --json 2>/dev/null | tail -1)
     bw=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo 4800 || echo 0)
     python3 - "$MODEL" "$bw" "$j" <<'PY' || true
 import json, os, sys

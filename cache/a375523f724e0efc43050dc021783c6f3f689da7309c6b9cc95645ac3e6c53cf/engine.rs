@@ -1097,9 +1097,12 @@ mod forward_qwen2 {
     // stream runs every step: the kernels of the entry's kernels/<slot>.<arch>.ptx (kernels_cuda,
     // compiled with NVRTC when the engine was generated) read the token ids and positions from
     // device buffers, so a decode step copies 8 bytes in and, when the sampler allows sampling on
-    // the device, 4 bytes (the token) out; that copy is the step's only host sync.
+    // the device, 4 bytes (the token) out; that copy is the step's only host sync. The launches of a
+    // decode step do not change from token to token (every argument is a fixed buffer or size; the
+    // position is read on the device), so the first decode step is captured into a CUDA graph and
+    // later steps replay it: one launch per token instead of ~14 per layer.
 
-    use rt::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+    use rt::cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
     use std::collections::HashMap;
     use std::sync::Arc;
 
@@ -1159,7 +1162,9 @@ mod forward_qwen2 {
                 let f = module.load_function(k).map_err(|e| rt::Error::Device(format!("kernel {k} is not in {KERNELS_CUDA_PTX}: {e:?}")))?;
                 funcs.insert(k, f);
             }
-            Ok(Gpu { stream: ctx.default_stream(), name, funcs })
+            // A stream of its own: the legacy default stream cannot be captured into a graph.
+            let stream = ctx.new_stream().map_err(dev_err)?;
+            Ok(Gpu { stream, name, funcs })
         }
 
         fn func(&self, name: &str) -> rt::Result<&CudaFunction> {
@@ -1191,6 +1196,13 @@ mod forward_qwen2 {
             unsafe { b.launch(cfg) }.map_err(dev_err)?;
         }};
     }
+
+    /// The captured launches of one decode step (n = 1, logits of the token).
+    pub(crate) struct DecodeGraph(CudaGraph);
+
+    // SAFETY: the graph is only launched through `&mut Engine`, so from one thread at a time, and
+    // every launch binds the context to the calling thread first (CudaGraph::launch).
+    unsafe impl Send for DecodeGraph {}
 
     /// A matrix in device memory: a pointer into the uploaded tensor data.
     #[derive(Debug, Clone, Copy)]
@@ -1321,6 +1333,8 @@ mod forward_qwen2 {
         pub(crate) tok: Tokenizer,                 // from the file's tokenizer.ggml.* keys
         pub(crate) template: Option<ChatTemplate>, // tokenizer.chat_template, when present
         pub(crate) history: Vec<u32>,              // [n_past] tokens whose K/V are in the cache
+        pub(crate) graph: Option<DecodeGraph>,     // the decode step, captured on first use
+        pub(crate) use_graph: bool,                // false after a capture failed, or when asked
     }
 
     impl Engine {
@@ -1349,7 +1363,7 @@ mod forward_qwen2 {
             let max_seq = cfg.context_length.min(MAX_SEQ.unwrap_or(DEFAULT_MAX_SEQ));
             let gpu = Gpu::open()?;
             let dev = Device::upload(&gpu, gguf.bytes(), &cfg, &w, max_seq)?;
-            Ok(Engine { logits: vec![0.0; cfg.n_vocab], gguf, cfg, w, gpu, dev, max_seq, tok, template, history: Vec::new() })
+            Ok(Engine { logits: vec![0.0; cfg.n_vocab], gguf, cfg, w, gpu, dev, max_seq, tok, template, history: Vec::new(), graph: None, use_graph: true })
         }
 
         /// Host threads do not take part in the forward pass of a CUDA engine; kept for the
@@ -1371,6 +1385,12 @@ mod forward_qwen2 {
         /// The tokenizer read from the model file.
         pub fn tokenizer(&self) -> &Tokenizer {
             &self.tok
+        }
+
+        /// Whether decode steps replay a captured CUDA graph (the default) or launch every kernel.
+        pub fn set_cuda_graph(&mut self, on: bool) {
+            self.use_graph = on;
+            self.graph = None;
         }
 
         /// The GPU the engine runs on.
@@ -1462,12 +1482,38 @@ mod forward_qwen2 {
         /// logits of the last token (of every token when `all`) end in `dev.logits`.
         fn batch(&mut self, tokens: &[u32], pos: usize, last: bool, all: bool) -> rt::Result<()> {
             let n = tokens.len();
-            let c = self.cfg;
             let (g, d) = (&self.gpu, &mut self.dev);
             let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
             let ps: Vec<i32> = (pos..pos + n).map(|p| p as i32).collect();
             g.stream.memcpy_htod(&ids[..], &mut d.ids).map_err(dev_err)?;
             g.stream.memcpy_htod(&ps[..], &mut d.pos).map_err(dev_err)?;
+            if n > 1 || !last || all || !self.use_graph {
+                return self.launches(n, last, all);
+            }
+            if self.graph.is_none() {
+                // Capture (launches are recorded, not run); on any failure fall back to launching.
+                let stream = &self.gpu.stream;
+                stream.begin_capture(rt::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev_err)?;
+                let recorded = self.launches(1, true, false);
+                let ended = stream.end_capture(rt::cudarc::driver::sys::CUgraphInstantiate_flags(0));
+                match (recorded, ended) {
+                    (Ok(()), Ok(Some(graph))) => self.graph = Some(DecodeGraph(graph)),
+                    _ => {
+                        self.use_graph = false;
+                        return self.launches(1, true, false);
+                    }
+                }
+            }
+            match &self.graph {
+                Some(graph) => graph.0.launch().map_err(dev_err),
+                None => self.launches(1, true, false),
+            }
+        }
+
+        /// The kernels of one chunk of `n` tokens whose ids and positions are in `dev.ids` / `dev.pos`.
+        fn launches(&self, n: usize, last: bool, all: bool) -> rt::Result<()> {
+            let c = self.cfg;
+            let (g, d) = (&self.gpu, &self.dev);
             let p = |s: &CudaSlice<f32>| g.ptr(s);
             let (x, xb, q, k, v, att, proj, gate, up) = (p(&d.x), p(&d.xb), p(&d.q), p(&d.k), p(&d.v), p(&d.att), p(&d.proj), p(&d.gate), p(&d.up));
             let (idp, posp) = (g.ptr(&d.ids), g.ptr(&d.pos));

@@ -64,10 +64,20 @@ pub trait Model: Send {
     /// The engine behind the OpenAI-compatible server (the `server_openai` section the engine
     /// was generated with), bound to `addr` and not yet serving.
     fn into_server(self: Box<Self>, addr: &str, cfg: metainfer::rt::server::ServerConfig) -> std::io::Result<metainfer::rt::server::Server>;
+    /// CUDA engines: whether decode steps replay a captured CUDA graph (default on); others
+    /// have nothing to set.
+    fn set_cuda_graph(&mut self, on: bool) {
+        let _ = on;
+    }
 }
 
 macro_rules! impl_model {
-    ($t:ty, $hw:expr) => {
+    ($t:ty, $hw:expr, cuda) => {
+        impl_model!($t, $hw, fn set_cuda_graph(&mut self, on: bool) {
+            (**self).set_cuda_graph(on)
+        });
+    };
+    ($t:ty, $hw:expr $(, $extra:item)?) => {
         impl Model for $t {
             fn encode(&self, text: &str) -> Vec<u32> {
                 self.tokenizer().encode(text, true)
@@ -110,6 +120,7 @@ macro_rules! impl_model {
             fn into_server(self: Box<Self>, addr: &str, cfg: metainfer::rt::server::ServerConfig) -> std::io::Result<metainfer::rt::server::Server> {
                 (*self).into_inner().server(addr, cfg)
             }
+            $($extra)?
         }
     };
 }
@@ -118,12 +129,12 @@ impl_model!(Coder, "x86_64-avx2");
 impl_model!(CoderPortable, "generic");
 impl_model!(CoderAwq, "x86_64-avx2");
 impl_model!(CoderAwqPortable, "generic");
-impl_model!(CoderSm80, "sm_80");
-impl_model!(CoderSm89, "sm_89");
-impl_model!(CoderSm90, "sm_90");
-impl_model!(CoderAwqSm80, "sm_80");
-impl_model!(CoderAwqSm89, "sm_89");
-impl_model!(CoderAwqSm90, "sm_90");
+impl_model!(CoderSm80, "sm_80", cuda);
+impl_model!(CoderSm89, "sm_89", cuda);
+impl_model!(CoderSm90, "sm_90", cuda);
+impl_model!(CoderAwqSm80, "sm_80", cuda);
+impl_model!(CoderAwqSm89, "sm_89", cuda);
+impl_model!(CoderAwqSm90, "sm_90", cuda);
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,9 @@ struct ModelArgs {
     /// Which generated engine: auto (avx2 when the cpu has it), avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
     #[arg(long, default_value = "auto")]
     engine: Which,
+    /// CUDA engines: launch every kernel of a decode step instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    no_cuda_graph: bool,
 }
 
 #[derive(Args)]
@@ -156,6 +159,9 @@ fn open(m: &ModelArgs) -> Result<Box<dyn Model>> {
             bail!("--threads must be at least 1");
         }
         model.set_threads(t);
+    }
+    if m.no_cuda_graph {
+        model.set_cuda_graph(false);
     }
     Ok(model)
 }

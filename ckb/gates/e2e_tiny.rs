@@ -7,12 +7,9 @@
 
 /// (model path, vectors dir, vectors file prefix) for this engine's model format.
 fn e2e_paths() -> (std::path::PathBuf, std::path::PathBuf, &'static str) {
-    let fixtures = std::path::PathBuf::from(std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures"));
     let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
-    match MODEL_FORMAT {
-        "safetensors" => (fixtures.join("tiny-qwen2-awq"), data.join("vectors"), "tiny_qwen2_awq"),
-        _ => (fixtures.join("tiny-qwen2.gguf"), data.join("vectors"), "tiny_qwen2"),
-    }
+    let prefix = if MODEL_FORMAT == "safetensors" { "tiny_qwen2_awq" } else { "tiny_qwen2" };
+    (gate_tiny_model(), data.join("vectors"), prefix)
 }
 
 /// Data lines of a vectors file (comments start with '#'), each split into numbers.
@@ -40,18 +37,6 @@ fn argmax(v: &[f32]) -> usize {
     best
 }
 
-/// The engine, or None after printing the gate's skip line where a CUDA engine finds no GPU
-/// (no driver, no device): the gate cannot run there, and says so.
-fn load_or_skip(model: &std::path::Path, gate: &str, what: &str) -> Option<Engine> {
-    match Engine::load(model) {
-        Err(rt::Error::NoDevice(why)) => {
-            println!("GATE {gate} skipped reason=\"{}\"", why.replace('"', "'"));
-            None
-        }
-        r => Some(r.expect(what)),
-    }
-}
-
 #[test]
 fn logits_match_reference() {
     let (model, vectors, prefix) = e2e_paths();
@@ -59,7 +44,7 @@ fn logits_match_reference() {
     let ids: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
     let reference = &rows[1..];
     assert_eq!(reference.len(), ids.len(), "one logits row per position");
-    let Some(mut engine) = load_or_skip(&model, "e2e_tiny", "tiny model loads") else { return };
+    let Some(mut engine) = gate_load_or_skip(&model, "e2e_tiny", "tiny model loads") else { return };
     let n_vocab = engine.n_vocab();
     let all = engine.forward_all(&ids, 0).expect("forward_all");
     let (mut max_abs, mut max_ref, mut top1, mut clear) = (0.0f64, 0.0f64, 0usize, 0usize);
@@ -112,7 +97,7 @@ fn greedy_matches_reference() {
     let rows = e2e_rows(&vectors.join(format!("{prefix}_greedy.txt")));
     let prompt: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
     let want: Vec<u32> = rows[1].iter().map(|&v| v as u32).collect();
-    let Some(mut engine) = load_or_skip(&model, "e2e_tiny_greedy", "tiny model loads") else { return };
+    let Some(mut engine) = gate_load_or_skip(&model, "e2e_tiny_greedy", "tiny model loads") else { return };
     let mut p = rt::GenParams::greedy(want.len());
     p.stop_at_eos = false;
     let (got, stats) = engine.generate_ids(&prompt, &p, &mut |_, _| true).expect("generate");

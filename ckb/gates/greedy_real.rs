@@ -32,7 +32,7 @@ fn greedy_matches_llama_cpp() {
         }
     }
     assert!(cases.len() >= 3, "the vectors file holds {} cases", cases.len());
-    let Some(mut engine) = load_or_skip(&model, "greedy_real", "real model loads") else { return };
+    let Some(mut engine) = gate_load_or_skip(&model, "greedy_real", "real model loads") else { return };
     let (mut full, mut matched, mut total, mut failures) = (0, 0, 0, Vec::new());
     for (margins, prompt, want) in &cases {
         let ids = engine.tokenizer().encode(prompt, true);
@@ -59,16 +59,4 @@ fn greedy_matches_llama_cpp() {
         cases.len()
     );
     assert!(failures.is_empty(), "greedy tokens differ from llama.cpp's before a near tie:\n{}", failures.join("\n"));
-}
-
-/// The engine, or None after printing the gate's skip line where a CUDA engine finds no GPU
-/// (no driver, no device): the gate cannot run there, and says so.
-fn load_or_skip(model: &std::path::Path, gate: &str, what: &str) -> Option<Engine> {
-    match Engine::load(model) {
-        Err(rt::Error::NoDevice(why)) => {
-            println!("GATE {gate} skipped reason=\"{}\"", why.replace('"', "'"));
-            None
-        }
-        r => Some(r.expect(what)),
-    }
 }

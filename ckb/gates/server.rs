@@ -1,12 +1,6 @@
 // Gate server: the engine served by rt::server on 127.0.0.1, spoken to over a raw socket.
 // Compiled inside the candidate engine crate (so it sees `Engine`).
 
-fn server_model() -> std::path::PathBuf {
-    let fixtures = std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures");
-    let name = if MODEL_FORMAT == "safetensors" { "tiny-qwen2-awq" } else { "tiny-qwen2.gguf" };
-    std::path::PathBuf::from(fixtures).join(name)
-}
-
 /// One HTTP/1.1 request; returns (status, body).
 fn server_request(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
     use std::io::{Read, Write};
@@ -43,18 +37,11 @@ fn server_request(addr: std::net::SocketAddr, method: &str, path: &str, body: &s
 #[test]
 fn serves_the_engines_own_greedy_text() {
     let prompt = "Hello world";
-    let mut direct = match Engine::load(&server_model()) {
-        // A CUDA engine without a GPU: the gate cannot run here, and says so.
-        Err(rt::Error::NoDevice(why)) => {
-            println!("GATE server skipped reason=\"{}\"", why.replace('"', "'"));
-            return;
-        }
-        r => r.expect("tiny model loads"),
-    };
+    let Some(mut direct) = gate_load_or_skip(&gate_tiny_model(), "server", "tiny model loads") else { return };
     let want = direct.generate(prompt, &rt::GenParams::greedy(12)).expect("direct generation");
     let want_prompt_tokens = rt::server::Backend::count_tokens(&direct, prompt);
 
-    let engine = Engine::load(&server_model()).expect("tiny model loads");
+    let engine = Engine::load(&gate_tiny_model()).expect("tiny model loads");
     let server = engine.server("127.0.0.1:0", rt::server::ServerConfig::default()).expect("bind loopback");
     let addr = server.local_addr().unwrap();
     let _handle = server.spawn();

@@ -14,12 +14,9 @@ fn gate_tok_dir(var: &str, default: &str) -> std::path::PathBuf {
     }
 }
 
-// The tiny fixture of this engine's model format (both carry the same cut-down Qwen tokenizer:
-// tests/fixtures/make_tiny_qwen2_awq.py writes the GGUF's vocab as tokenizer.json).
-fn gate_tok_tiny_model(fixtures: &std::path::Path) -> std::path::PathBuf {
-    fixtures.join(if MODEL_FORMAT == "safetensors" { "tiny-qwen2-awq" } else { "tiny-qwen2.gguf" })
-}
-
+// The tiny fixture of this engine's model format is gate_tiny_model() (ckb/gates/common.rs); both
+// carry the same cut-down Qwen tokenizer (tests/fixtures/make_tiny_qwen2_awq.py writes the GGUF's
+// vocab as tokenizer.json).
 fn gate_tok_cases(path: &std::path::Path) -> Vec<(String, Vec<u32>)> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read tokenizer vectors {}: {e}", path.display()));
@@ -74,9 +71,8 @@ fn gate_tok_run(tok: &Tokenizer, cases: &[(String, Vec<u32>)], label: &str) -> (
 
 #[test]
 fn gate_tokenizer_tiny() {
-    let fixtures = gate_tok_dir("METAINFER_FIXTURES", "tests/fixtures");
     let data = gate_tok_dir("METAINFER_GATE_DATA", "ckb/gates");
-    let g = Gguf::open(&gate_tok_tiny_model(&fixtures)).expect("open the tiny fixture");
+    let g = Gguf::open(&gate_tiny_model()).expect("open the tiny fixture");
     let tok = Tokenizer::from_gguf(&g).expect("tokenizer from the tiny fixture");
     let cases = gate_tok_cases(&data.join("vectors").join("tokenizer_tiny.txt"));
 
@@ -157,8 +153,7 @@ fn gate_tokenizer_real() {
 /// lstrip_blocks) produces, including the default system prompt when none is given.
 #[test]
 fn gate_chat_template_qwen25() {
-    let fixtures = gate_tok_dir("METAINFER_FIXTURES", "tests/fixtures");
-    let g = Gguf::open(&gate_tok_tiny_model(&fixtures)).expect("open the tiny fixture");
+    let g = Gguf::open(&gate_tiny_model()).expect("open the tiny fixture");
     let Some(t) = ChatTemplate::from_gguf(&g).expect("chat template") else {
         println!("GATE chat_template skipped reason=\"the tiny fixture has no chat template\"");
         return;

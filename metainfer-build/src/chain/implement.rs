@@ -210,30 +210,60 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     s
 }
 
-/// For a cuda target: `COMPILED_TYPES`, `act_kind`, `dequant_row` (host-side, for the small
-/// vectors) and `cuda_suffix`, the name part of the type's `gemv_`/`gemm_`/`get_rows_` kernels.
-fn dispatch_cuda(plan: &Plan) -> Result<String, ChainError> {
-    let mut s = String::new();
-    let mut types = Vec::new();
-    for t in &plan.tensor_types {
-        let name = t.engine_name.clone().ok_or_else(|| ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id)))?;
-        types.push((name, t.id.clone()));
-    }
+/// (engine name, ckb id) of every compiled tensor type, in plan order.
+fn type_names(plan: &Plan) -> Result<Vec<(String, String)>, ChainError> {
+    plan.tensor_types
+        .iter()
+        .map(|t| {
+            let name = t.engine_name.clone().ok_or_else(|| ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id)))?;
+            Ok((name, t.id.clone()))
+        })
+        .collect()
+}
+
+/// `COMPILED_TYPES`, then `act_kind` documented by `act_doc`.
+fn write_types_and_act_kind(s: &mut String, types: &[(String, String)], act_doc: &[&str]) {
     let names: Vec<String> = types.iter().map(|(n, _)| format!("GgmlType::{n}")).collect();
     let _ = writeln!(s, "/// Tensor types compiled into this engine; the loader refuses any other.");
     let _ = writeln!(s, "pub(crate) const COMPILED_TYPES: &[GgmlType] = &[{}];", names.join(", "));
     s.push('\n');
-    let _ = writeln!(s, "/// The activation form a CPU dot kernel of `ty` would consume (the weights section records it;");
-    let _ = writeln!(s, "/// the CUDA kernels read f32 activations).");
+    for line in act_doc {
+        let _ = writeln!(s, "/// {line}");
+    }
     let _ = writeln!(s, "pub(crate) fn act_kind(ty: GgmlType) -> ActKind {{");
     let _ = writeln!(s, "    match ty {{");
-    for (n, id) in &types {
+    for (n, id) in types {
         let _ = writeln!(s, "        GgmlType::{n} => {}_ACT,", id.to_uppercase());
     }
     let _ = writeln!(s, "        _ => ActKind::F32,");
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
+}
+
+/// `dequant_row`: one arm per compiled type.
+fn write_dequant_row(s: &mut String, types: &[(String, String)]) {
+    let _ = writeln!(s, "/// One row of type `ty`, dequantized to f32.");
+    let _ = writeln!(s, "pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {{");
+    let _ = writeln!(s, "    match ty {{");
+    for (n, id) in types {
+        let _ = writeln!(s, "        GgmlType::{n} => dequant_row_{id}(row, out),");
+    }
+    let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+}
+
+/// For a cuda target: `COMPILED_TYPES`, `act_kind`, `dequant_row` (host-side, for the small
+/// vectors) and `cuda_suffix`, the name part of the type's `gemv_`/`gemm_`/`get_rows_` kernels.
+fn dispatch_cuda(plan: &Plan) -> Result<String, ChainError> {
+    let mut s = String::new();
+    let types = type_names(plan)?;
+    let doc = [
+        "The activation form a CPU dot kernel of `ty` would consume (the weights section records it;",
+        "the CUDA kernels read f32 activations).",
+    ];
+    write_types_and_act_kind(&mut s, &types, &doc);
     let _ = writeln!(s, "/// The kernel-name suffix of `ty` (`gemv_<suffix>`, `gemm_<suffix>`, `get_rows_<suffix>`).");
     let _ = writeln!(s, "pub(crate) fn cuda_suffix(ty: GgmlType) -> &'static str {{");
     let _ = writeln!(s, "    match ty {{");
@@ -244,15 +274,7 @@ fn dispatch_cuda(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
-    let _ = writeln!(s, "/// One row of type `ty`, dequantized to f32.");
-    let _ = writeln!(s, "pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {{");
-    let _ = writeln!(s, "    match ty {{");
-    for (n, id) in &types {
-        let _ = writeln!(s, "        GgmlType::{n} => dequant_row_{id}(row, out),");
-    }
-    let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
-    let _ = writeln!(s, "    }}");
-    let _ = writeln!(s, "}}");
+    write_dequant_row(&mut s, &types);
     Ok(s)
 }
 
@@ -261,9 +283,10 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     if plan.target.kind == "cuda" {
         return dispatch_cuda(plan);
     }
+    let named = type_names(plan)?;
     let mut types = Vec::new();
-    for t in &plan.tensor_types {
-        let name = t.engine_name.clone().ok_or_else(|| ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id)))?;
+    for (t, (name, _)) in plan.tensor_types.iter().zip(&named) {
+        let name = name.clone();
         let contract = t.contract.clone().unwrap_or_default();
         let slot = plan
             .slots
@@ -277,20 +300,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone()));
     }
     let mut s = String::new();
-    let names: Vec<String> = types.iter().map(|(n, ..)| format!("GgmlType::{n}")).collect();
-    let _ = writeln!(s, "/// Tensor types compiled into this engine; the loader refuses any other.");
-    let _ = writeln!(s, "pub(crate) const COMPILED_TYPES: &[GgmlType] = &[{}];", names.join(", "));
-    s.push('\n');
-    let _ = writeln!(s, "/// The activation form the dot kernel of `ty` consumes.");
-    let _ = writeln!(s, "pub(crate) fn act_kind(ty: GgmlType) -> ActKind {{");
-    let _ = writeln!(s, "    match ty {{");
-    for (n, id, ..) in &types {
-        let _ = writeln!(s, "        GgmlType::{n} => {}_ACT,", id.to_uppercase());
-    }
-    let _ = writeln!(s, "        _ => ActKind::F32,");
-    let _ = writeln!(s, "    }}");
-    let _ = writeln!(s, "}}");
-    s.push('\n');
+    write_types_and_act_kind(&mut s, &named, &["The activation form the dot kernel of `ty` consumes."]);
     let _ = writeln!(s, "/// One weight row of type `ty` · the prepared activation.");
     let _ = writeln!(s, "#[inline]");
     let _ = writeln!(s, "pub(crate) fn dot_row(ty: GgmlType, row: &[u8], x: &Act) -> f32 {{");
@@ -328,14 +338,6 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
-    let _ = writeln!(s, "/// One row of type `ty`, dequantized to f32.");
-    let _ = writeln!(s, "pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {{");
-    let _ = writeln!(s, "    match ty {{");
-    for (n, id, ..) in &types {
-        let _ = writeln!(s, "        GgmlType::{n} => dequant_row_{id}(row, out),");
-    }
-    let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
-    let _ = writeln!(s, "    }}");
-    let _ = writeln!(s, "}}");
+    write_dequant_row(&mut s, &named);
     Ok(s)
 }

@@ -91,6 +91,15 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
         lib.push_str(&format!("({name:?}, include_bytes!({path:?})), "));
     }
     lib.push_str("];\n");
+    if !gate_ids.is_empty() {
+        // Helpers the gates share (not a gate of its own), seen by each gate via `use super::*`.
+        let common = s.ckb.root.join("gates").join("common.rs");
+        let common = common.canonicalize().map_err(|e| io("cannot find the gates' common helpers", &common, e))?;
+        lib.push_str(&format!(
+            "#[cfg(test)]\n#[allow(unused_imports, dead_code)]\nmod gate_common {{\n    use super::*;\n    include!({:?});\n}}\n#[cfg(test)]\n#[allow(unused_imports)]\npub(crate) use gate_common::*;\n",
+            common.display().to_string()
+        ));
+    }
     for g in gate_ids {
         let gate = s.ckb.gates.get(g).ok_or_else(|| ChainError::Verify(format!("the ckb has no gate '{g}'")))?;
         let src = s.ckb.root.join("gates").join(&gate.source);

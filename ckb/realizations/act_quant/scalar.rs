@@ -117,6 +117,17 @@ pub(crate) fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     }
 }
 
+/// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
+/// dispatch): each 32-value block as its signed 8-bit quants, their magnitudes, and its scale
+/// as f32, so a row tile is decoded once for all tokens instead of once per group of tokens.
+/// Filled by a weight type's decoder; the buffers are reused from row to row.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DecRow {
+    pub(crate) q: Vec<[i8; 32]>, // [blocks] signed quants in value order (w[j] = d * q[j])
+    pub(crate) a: Vec<[u8; 32]>, // [blocks] |q[j]|
+    pub(crate) d: Vec<f32>,      // [blocks] the weight scales
+}
+
 /// One activation vector in the forms the kernels of the engine's weight types read.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Act {

@@ -728,15 +728,22 @@ mod act_quant {
         }
     }
 
+    /// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
+    /// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct DecBlock {
+        pub(crate) q: [i8; 32],
+        pub(crate) a: [u8; 32], // |q[j]|
+    }
+
     /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
-    /// dispatch): each 32-value block as its signed 8-bit quants, their magnitudes, and its scale
-    /// as f32, so a row tile is decoded once for all tokens instead of once per group of tokens.
+    /// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
     /// Filled by a weight type's decoder; the buffers are reused from row to row.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct DecRow {
-        pub(crate) q: Vec<[i8; 32]>, // [blocks] signed quants in value order (w[j] = d * q[j])
-        pub(crate) a: Vec<[u8; 32]>, // [blocks] |q[j]|
-        pub(crate) d: Vec<f32>,      // [blocks] the weight scales
+        pub(crate) b: Vec<DecBlock>, // [blocks]
+        pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -1357,15 +1364,14 @@ mod dot_q5_0 {
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn decode_q5_0_avx2(row: &[u8], out: &mut DecRow) {
         let w = q5_0_blocks(row);
-        out.q.clear();
-        out.q.resize(w.len(), [0; 32]);
-        out.a.clear();
-        out.a.resize(w.len(), [0; 32]);
+        out.b.clear();
         out.d.clear();
-        for ((b, q), a) in w.iter().zip(out.q.iter_mut()).zip(out.a.iter_mut()) {
+        for b in w {
             let qx = q5_0_decode(b);
-            _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, qx);
-            _mm256_storeu_si256(a.as_mut_ptr() as *mut __m256i, _mm256_sign_epi8(qx, qx));
+            let mut o = DecBlock { q: [0; 32], a: [0; 32] };
+            _mm256_store_si256(o.q.as_mut_ptr() as *mut __m256i, qx);
+            _mm256_store_si256(o.a.as_mut_ptr() as *mut __m256i, _mm256_sign_epi8(qx, qx));
+            out.b.push(o);
         }
         let mut d = [0f32; 8];
         for wb in w.chunks(8) {
@@ -1382,9 +1388,9 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = rows[0].q.len();
+        let n = rows[0].b.len();
         for r in rows {
-            assert!(r.q.len() == n && r.a.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.q.len());
+            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
         }
         for x in xs {
             assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
@@ -1407,10 +1413,10 @@ mod dot_q5_0 {
             }
             for k in g..e {
                 // SAFETY (indexing): k < n, the length of every slice indexed (asserted above).
-                let qx0 = _mm256_loadu_si256(r0.q.get_unchecked(k).as_ptr() as *const __m256i);
-                let ax0 = _mm256_loadu_si256(r0.a.get_unchecked(k).as_ptr() as *const __m256i);
-                let qx1 = _mm256_loadu_si256(r1.q.get_unchecked(k).as_ptr() as *const __m256i);
-                let ax1 = _mm256_loadu_si256(r1.a.get_unchecked(k).as_ptr() as *const __m256i);
+                // Aligned loads: a DecBlock is one 64-byte line, q then a.
+                let (b0, b1) = (r0.b.get_unchecked(k), r1.b.get_unchecked(k));
+                let (qx0, ax0) = (_mm256_load_si256(b0.q.as_ptr() as *const __m256i), _mm256_load_si256(b0.a.as_ptr() as *const __m256i));
+                let (qx1, ax1) = (_mm256_load_si256(b1.q.as_ptr() as *const __m256i), _mm256_load_si256(b1.a.as_ptr() as *const __m256i));
                 for t in 0..4 {
                     let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
                     let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));
@@ -1421,8 +1427,12 @@ mod dot_q5_0 {
             }
             g = e;
         }
-        let [a, b] = acc.map(|r| r.map(|v| hsum_f32x8(v)));
-        [a, b]
+        // Written out: a closure here would not inherit the target features (acc kept in memory).
+        let [a, b] = acc;
+        [
+            [hsum_f32x8(a[0]), hsum_f32x8(a[1]), hsum_f32x8(a[2]), hsum_f32x8(a[3])],
+            [hsum_f32x8(b[0]), hsum_f32x8(b[1]), hsum_f32x8(b[2]), hsum_f32x8(b[3])],
+        ]
     }
 }
 pub use dot_q5_0::*;

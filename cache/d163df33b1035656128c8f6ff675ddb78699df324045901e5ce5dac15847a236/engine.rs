@@ -713,15 +713,22 @@ mod act_quant {
         }
     }
 
+    /// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
+    /// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct DecBlock {
+        pub(crate) q: [i8; 32],
+        pub(crate) a: [u8; 32], // |q[j]|
+    }
+
     /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
-    /// dispatch): each 32-value block as its signed 8-bit quants, their magnitudes, and its scale
-    /// as f32, so a row tile is decoded once for all tokens instead of once per group of tokens.
+    /// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
     /// Filled by a weight type's decoder; the buffers are reused from row to row.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct DecRow {
-        pub(crate) q: Vec<[i8; 32]>, // [blocks] signed quants in value order (w[j] = d * q[j])
-        pub(crate) a: Vec<[u8; 32]>, // [blocks] |q[j]|
-        pub(crate) d: Vec<f32>,      // [blocks] the weight scales
+        pub(crate) b: Vec<DecBlock>, // [blocks]
+        pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -1024,13 +1031,11 @@ mod dot_q5_0 {
     /// the f32 scale (the buffers of `out` are reused).
     pub(crate) fn decode_q5_0_scalar(row: &[u8], out: &mut DecRow) {
         let w = q5_0_blocks(row);
-        out.q.clear();
-        out.a.clear();
+        out.b.clear();
         out.d.clear();
         for b in w {
             let q = q5_0_unpack(b);
-            out.q.push(q);
-            out.a.push(q.map(|v| v.unsigned_abs()));
+            out.b.push(DecBlock { q, a: q.map(|v| v.unsigned_abs()) });
             out.d.push(fp16_to_f32(u16::from_le_bytes(b.d)));
         }
     }
@@ -1039,9 +1044,9 @@ mod dot_q5_0 {
     /// the operations of dot_q5_0_scalar in the same order, so result [i][t] is bitwise
     /// dot_q5_0_scalar(row i, xs[t]).
     pub(crate) fn dot2x4_q5_0_scalar(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = rows[0].q.len();
+        let n = rows[0].b.len();
         for r in rows {
-            assert!(r.q.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.q.len());
+            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
         }
         for x in xs {
             assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
@@ -1051,9 +1056,9 @@ mod dot_q5_0 {
         for (i, r) in rows.iter().enumerate() {
             for (t, x) in xs.iter().enumerate() {
                 let mut sum = 0.0f32;
-                for ((q, &d), y) in r.q.iter().zip(&r.d).zip(&x.q8_0) {
+                for ((b, &d), y) in r.b.iter().zip(&r.d).zip(&x.q8_0) {
                     let mut s = 0i32;
-                    for (&qw, &qx) in q.iter().zip(&y.qs) {
+                    for (&qw, &qx) in b.q.iter().zip(&y.qs) {
                         s += qw as i32 * qx as i32;
                     }
                     sum += (d * fp16_to_f32(y.d)) * s as f32;

@@ -117,15 +117,22 @@ pub(crate) fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     }
 }
 
+/// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
+/// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DecBlock {
+    pub(crate) q: [i8; 32],
+    pub(crate) a: [u8; 32], // |q[j]|
+}
+
 /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
-/// dispatch): each 32-value block as its signed 8-bit quants, their magnitudes, and its scale
-/// as f32, so a row tile is decoded once for all tokens instead of once per group of tokens.
+/// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
 /// Filled by a weight type's decoder; the buffers are reused from row to row.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DecRow {
-    pub(crate) q: Vec<[i8; 32]>, // [blocks] signed quants in value order (w[j] = d * q[j])
-    pub(crate) a: Vec<[u8; 32]>, // [blocks] |q[j]|
-    pub(crate) d: Vec<f32>,      // [blocks] the weight scales
+    pub(crate) b: Vec<DecBlock>, // [blocks]
+    pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
 }
 
 /// One activation vector in the forms the kernels of the engine's weight types read.

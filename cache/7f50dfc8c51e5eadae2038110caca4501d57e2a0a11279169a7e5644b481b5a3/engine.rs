@@ -643,6 +643,24 @@ mod act_quant {
         }
     }
 
+    /// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
+    /// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct DecBlock {
+        pub(crate) q: [i8; 32],
+        pub(crate) a: [u8; 32], // |q[j]|
+    }
+
+    /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
+    /// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
+    /// Filled by a weight type's decoder; the buffers are reused from row to row.
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct DecRow {
+        pub(crate) b: Vec<DecBlock>, // [blocks]
+        pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
+    }
+
     /// One activation vector in the forms the kernels of the engine's weight types read.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct Act {

@@ -728,6 +728,24 @@ mod act_quant {
         }
     }
 
+    /// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
+    /// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct DecBlock {
+        pub(crate) q: [i8; 32],
+        pub(crate) a: [u8; 32], // |q[j]|
+    }
+
+    /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
+    /// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
+    /// Filled by a weight type's decoder; the buffers are reused from row to row.
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct DecRow {
+        pub(crate) b: Vec<DecBlock>, // [blocks]
+        pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
+    }
+
     /// One activation vector in the forms the kernels of the engine's weight types read.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct Act {
@@ -1258,7 +1276,8 @@ mod dot_q5_0 {
     // converted to f32 and accumulated with one fma by d_w*d_x. The scales of eight blocks are
     // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
     // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
-    // path).
+    // path). Prefill goes through the tiled form instead of a four-token kernel: each row decoded
+    // once (decode_q5_0_avx2) for all tokens, then 2 rows x 4 tokens per call (dot2x4_q5_0_avx2).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -1281,33 +1300,6 @@ mod dot_q5_0 {
         _mm256_or_si256(qx, hneg)
     }
 
-    // d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
-    // gathered and converted at once, times the activation's f32 scales.
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q5_0_scales8(w: &[BlockQ5_0], ad: &[f32]) -> __m256 {
-        let h = if w.len() >= 8 && ad.len() >= 8 {
-            let d = |k: usize| i16::from_le_bytes(w[k].d);
-            _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
-        } else {
-            // A partial group: pack the scales in registers (no store-to-load forwarding stall).
-            let mut h = [0u64; 2];
-            for (k, b) in w.iter().take(8).enumerate() {
-                h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
-            }
-            _mm_set_epi64x(h[1] as i64, h[0] as i64)
-        };
-        let dx = if ad.len() >= 8 {
-            _mm256_loadu_ps(ad.as_ptr())
-        } else {
-            let m = ad.len() as i32;
-            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            _mm256_maskload_ps(ad.as_ptr(), mask)
-        };
-        _mm256_mul_ps(f16x8_to_f32(h), dx)
-    }
-
     /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
@@ -1323,7 +1315,7 @@ mod dot_q5_0 {
         // vector ports); the fma chain is in block order.
         let mut dd = [0f32; 8];
         for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-            _mm256_storeu_ps(dd.as_mut_ptr(), q5_0_scales8(wb, adb));
+            _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(q5_0_wscales8(wb), q5_0_xscales8(adb)));
             for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
                 let qx = q5_0_decode(b);
                 let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
@@ -1333,8 +1325,7 @@ mod dot_q5_0 {
         hsum_f32x8(acc)
     }
 
-    // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
-    // q5_0_scales8 forms them before its multiplication by the activation's scales.
+    // The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
     #[cfg(target_arch = "x86_64")]
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -1366,46 +1357,82 @@ mod dot_q5_0 {
         }
     }
 
-    /// row . xs[t] for a Q5_0 row and four activations (prefill): each weight block is decoded
-    /// once and dotted with the four tokens; per token the float operations are those of
-    /// dot_q5_0_avx2 in the same order, so result t is bitwise dot_q5_0_avx2(row, xs[t]).
-    /// Requires AVX2 and FMA.
+    /// Decodes a Q5_0 row for dot2x4_q5_0_avx2: per block the signed quants (q5_0_decode), their
+    /// magnitudes and the f32 scale (q5_0_wscales8); the buffers of `out` are reused. Requires AVX2
+    /// and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot4_q5_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
+    pub(crate) unsafe fn decode_q5_0_avx2(row: &[u8], out: &mut DecRow) {
         let w = q5_0_blocks(row);
-        for x in xs {
-            assert_eq!(w.len(), x.q8_0.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
-            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
+        out.b.clear();
+        out.d.clear();
+        for b in w {
+            let qx = q5_0_decode(b);
+            let mut o = DecBlock { q: [0; 32], a: [0; 32] };
+            _mm256_store_si256(o.q.as_mut_ptr() as *mut __m256i, qx);
+            _mm256_store_si256(o.a.as_mut_ptr() as *mut __m256i, _mm256_sign_epi8(qx, qx));
+            out.b.push(o);
         }
-        let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
-        let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut d = [0f32; 8];
+        for wb in w.chunks(8) {
+            _mm256_storeu_ps(d.as_mut_ptr(), q5_0_wscales8(wb));
+            out.d.extend_from_slice(&d[..wb.len()]);
+        }
+    }
+
+    /// rows[i] . xs[t] for two rows decoded by decode_q5_0_avx2 and four activations (prefill): a
+    /// 2 x 4 register tile, each decoded block loaded once for the four tokens and each activation
+    /// block once for the two rows. Per pair the float operations are those of dot_q5_0_avx2 in
+    /// the same order, so result [i][t] is bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2 and
+    /// FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
+        let n = rows[0].b.len();
+        for r in rows {
+            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
+        }
+        for x in xs {
+            assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
+            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == n, "activation lacks its Q8_0 form");
+        }
+        let (r0, r1) = (rows[0], rows[1]);
+        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+        // The scale products of eight blocks, parked on the stack and broadcast block by block.
+        let mut dd = [[[0f32; 8]; 4]; 2];
         let ones = _mm256_set1_epi16(1);
-        for (g, wb) in w.chunks(8).enumerate() {
-            let b0 = g * 8;
-            let e = b0 + wb.len();
-            let wd = q5_0_wscales8(wb);
-            let dd = [
-                _mm256_mul_ps(wd, q5_0_xscales8(&d0[b0..e])),
-                _mm256_mul_ps(wd, q5_0_xscales8(&d1[b0..e])),
-                _mm256_mul_ps(wd, q5_0_xscales8(&d2[b0..e])),
-                _mm256_mul_ps(wd, q5_0_xscales8(&d3[b0..e])),
-            ];
-            for (k, b) in wb.iter().enumerate() {
-                let qx = q5_0_decode(b);
-                let ax = _mm256_sign_epi8(qx, qx);
-                let idx = _mm256_set1_epi32(k as i32);
-                let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
+        let mut g = 0;
+        while g < n {
+            let e = (g + 8).min(n);
+            let wd0 = q5_0_xscales8(&r0.d[g..e]);
+            let wd1 = q5_0_xscales8(&r1.d[g..e]);
+            for t in 0..4 {
+                let xd = q5_0_xscales8(&xs[t].q8_0_d[g..e]);
+                _mm256_storeu_ps(dd[0][t].as_mut_ptr(), _mm256_mul_ps(wd0, xd));
+                _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
+            }
+            for k in g..e {
+                // SAFETY (indexing): k < n, the length of every slice indexed (asserted above).
+                // Aligned loads: a DecBlock is one 64-byte line, q then a.
+                let (b0, b1) = (r0.b.get_unchecked(k), r1.b.get_unchecked(k));
+                let (qx0, ax0) = (_mm256_load_si256(b0.q.as_ptr() as *const __m256i), _mm256_load_si256(b0.a.as_ptr() as *const __m256i));
+                let (qx1, ax1) = (_mm256_load_si256(b1.q.as_ptr() as *const __m256i), _mm256_load_si256(b1.a.as_ptr() as *const __m256i));
                 for t in 0..4 {
-                    let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
-                    let sy = _mm256_sign_epi8(qy, qx);
-                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
-                    acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+                    let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
+                    let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));
+                    acc[0][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[0][t].get_unchecked(k - g)), p0, acc[0][t]);
+                    let p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax1, _mm256_sign_epi8(qy, qx1))));
+                    acc[1][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[1][t].get_unchecked(k - g)), p1, acc[1][t]);
                 }
             }
+            g = e;
         }
-        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
+        // Written out: a closure here would not inherit the target features (acc kept in memory).
+        let [a, b] = acc;
+        [
+            [hsum_f32x8(a[0]), hsum_f32x8(a[1]), hsum_f32x8(a[2]), hsum_f32x8(a[3])],
+            [hsum_f32x8(b[0]), hsum_f32x8(b[1]), hsum_f32x8(b[2]), hsum_f32x8(b[3])],
+        ]
     }
 }
 pub use dot_q5_0::*;
@@ -1852,12 +1879,32 @@ mod dispatch {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q4_K => Some(unsafe { dot4_q4_k_avx2(row, xs) }),
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => Some(unsafe { dot4_q5_0_avx2(row, xs) }),
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q6_K => Some(unsafe { dot4_q6_k_avx2(row, xs) }),
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q8_0 => Some(unsafe { dot4_q8_0_avx2(row, xs) }),
             _ => None,
+        }
+    }
+
+    /// Decodes one weight row of type `ty` into `out` for `dot_dec2x4` (the type's tiled prefill
+    /// form: the row is decoded once for all tokens); false when the type has none.
+    pub(crate) fn dec_row(ty: GgmlType, row: &[u8], out: &mut DecRow) -> bool {
+        match ty {
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q5_0 => unsafe { decode_q5_0_avx2(row, out) },
+            _ => return false,
+        }
+        true
+    }
+
+    /// Two rows of type `ty` decoded by `dec_row` · four prepared activations (a 2 x 4 tile);
+    /// panics for a type without a tiled kernel.
+    #[inline]
+    pub(crate) fn dot_dec2x4(ty: GgmlType, rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
+        match ty {
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q5_0 => unsafe { dot2x4_q5_0_avx2(rows, xs) },
+            other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),
         }
     }
 
@@ -1884,7 +1931,8 @@ mod matvec {
     // bitwise identical for any thread count: in `matvec` by one call of the generated
     // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-    // its gemv), the other tokens by `dot_row`.
+    // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
+    // tile (`dec_row`; bitwise the same results as `dot_row4`), the other tokens by `dot_row`.
     //
     // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
     // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -2189,7 +2237,10 @@ mod matvec {
 
     /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
     /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
-    /// the last n_tok % 4 tokens (and for every token of a type without one).
+    /// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
+    /// tiled form the groups of four go through `dot_dec2x4` instead: each row of a tile is decoded
+    /// once (`dec_row`) for all tokens and dotted two rows x four tokens at a time (its results are
+    /// bitwise those of dot_row4; an odd last row of a tile takes dot_row4).
     /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
     /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
     pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -2213,24 +2264,36 @@ mod matvec {
             let o = o;
             let r0 = task * chunk;
             let r1 = (r0 + chunk).min(rows);
+            // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
+            // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
+            let n4 = n_tok - n_tok % 4;
+            let mut dec: Vec<DecRow> = Vec::new();
+            let mut tiled = n4 > 0; // until dec_row says the type has no tiled form
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
-                // Tokens 0..n4 in groups of four with the type's four-token kernel where it has one,
-                // the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
-                let n4 = n_tok - n_tok % 4;
+                if tiled {
+                    dec.resize_with(te - tr, DecRow::default);
+                    tiled = (tr..te).all(|r| dec_row(ty, &data[r * rb..(r + 1) * rb], &mut dec[r - tr]));
+                }
                 for t0 in (0..n4).step_by(4) {
                     let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
-                    for r in tr..te {
-                        let row = &data[r * rb..(r + 1) * rb];
-                        let v = match dot_row4(ty, row, g) {
-                            Some(v) => v,
-                            None => [dot_row(ty, row, g[0]), dot_row(ty, row, g[1]), dot_row(ty, row, g[2]), dot_row(ty, row, g[3])],
+                    let mut r = tr;
+                    while r < te {
+                        // Rows r, r + 1 through the tiled kernel, else row r through dot_row4 / dot_row.
+                        let (n, v) = if tiled && r + 1 < te {
+                            (2, dot_dec2x4(ty, [&dec[r - tr], &dec[r + 1 - tr]], g))
+                        } else {
+                            let row = &data[r * rb..(r + 1) * rb];
+                            (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
                         };
-                        for (k, vk) in v.into_iter().enumerate() {
-                            // SAFETY: element (t0 + k, r) belongs to this task only (r in r0..r1).
-                            unsafe { *o.0.add((t0 + k) * rows + r) = vk };
+                        for (i, vi) in v.iter().take(n).enumerate() {
+                            for (k, &vk) in vi.iter().enumerate() {
+                                // SAFETY: element (t0 + k, r + i) belongs to this task only (r + i in r0..r1).
+                                unsafe { *o.0.add((t0 + k) * rows + r + i) = vk };
+                            }
                         }
+                        r += n;
                     }
                 }
                 for (t, x) in xs.iter().enumerate().skip(n4) {

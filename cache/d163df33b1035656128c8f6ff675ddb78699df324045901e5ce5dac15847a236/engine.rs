@@ -713,6 +713,24 @@ mod act_quant {
         }
     }
 
+    /// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
+    /// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct DecBlock {
+        pub(crate) q: [i8; 32],
+        pub(crate) a: [u8; 32], // |q[j]|
+    }
+
+    /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
+    /// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
+    /// Filled by a weight type's decoder; the buffers are reused from row to row.
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct DecRow {
+        pub(crate) b: Vec<DecBlock>, // [blocks]
+        pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
+    }
+
     /// One activation vector in the forms the kernels of the engine's weight types read.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct Act {
@@ -1008,6 +1026,48 @@ mod dot_q5_0 {
     pub(crate) fn dot4_q5_0_scalar(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
         [dot_q5_0_scalar(row, xs[0]), dot_q5_0_scalar(row, xs[1]), dot_q5_0_scalar(row, xs[2]), dot_q5_0_scalar(row, xs[3])]
     }
+
+    /// Decodes a Q5_0 row for dot2x4_q5_0_scalar: per block the signed quants, their magnitudes and
+    /// the f32 scale (the buffers of `out` are reused).
+    pub(crate) fn decode_q5_0_scalar(row: &[u8], out: &mut DecRow) {
+        let w = q5_0_blocks(row);
+        out.b.clear();
+        out.d.clear();
+        for b in w {
+            let q = q5_0_unpack(b);
+            out.b.push(DecBlock { q, a: q.map(|v| v.unsigned_abs()) });
+            out.d.push(fp16_to_f32(u16::from_le_bytes(b.d)));
+        }
+    }
+
+    /// rows[i] . xs[t] for two rows decoded by decode_q5_0_scalar and four activations: per pair
+    /// the operations of dot_q5_0_scalar in the same order, so result [i][t] is bitwise
+    /// dot_q5_0_scalar(row i, xs[t]).
+    pub(crate) fn dot2x4_q5_0_scalar(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
+        let n = rows[0].b.len();
+        for r in rows {
+            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
+        }
+        for x in xs {
+            assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
+            assert_eq!(x.q8_0.len() * 32, x.f32.len(), "activation lacks its Q8_0 form");
+        }
+        let mut out = [[0.0f32; 4]; 2];
+        for (i, r) in rows.iter().enumerate() {
+            for (t, x) in xs.iter().enumerate() {
+                let mut sum = 0.0f32;
+                for ((b, &d), y) in r.b.iter().zip(&r.d).zip(&x.q8_0) {
+                    let mut s = 0i32;
+                    for (&qw, &qx) in b.q.iter().zip(&y.qs) {
+                        s += qw as i32 * qx as i32;
+                    }
+                    sum += (d * fp16_to_f32(y.d)) * s as f32;
+                }
+                out[i][t] = sum;
+            }
+        }
+        out
+    }
 }
 pub use dot_q5_0::*;
 
@@ -1216,6 +1276,26 @@ mod dispatch {
         }
     }
 
+    /// Decodes one weight row of type `ty` into `out` for `dot_dec2x4` (the type's tiled prefill
+    /// form: the row is decoded once for all tokens); false when the type has none.
+    pub(crate) fn dec_row(ty: GgmlType, row: &[u8], out: &mut DecRow) -> bool {
+        match ty {
+            GgmlType::Q5_0 => decode_q5_0_scalar(row, out),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Two rows of type `ty` decoded by `dec_row` · four prepared activations (a 2 x 4 tile);
+    /// panics for a type without a tiled kernel.
+    #[inline]
+    pub(crate) fn dot_dec2x4(ty: GgmlType, rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
+        match ty {
+            GgmlType::Q5_0 => dot2x4_q5_0_scalar(rows, xs),
+            other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),
+        }
+    }
+
     /// One row of type `ty`, dequantized to f32.
     pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
         match ty {
@@ -1239,7 +1319,8 @@ mod matvec {
     // bitwise identical for any thread count: in `matvec` by one call of the generated
     // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-    // its gemv), the other tokens by `dot_row`.
+    // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
+    // tile (`dec_row`; bitwise the same results as `dot_row4`), the other tokens by `dot_row`.
     //
     // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
     // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -1544,7 +1625,10 @@ mod matvec {
 
     /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
     /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
-    /// the last n_tok % 4 tokens (and for every token of a type without one).
+    /// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
+    /// tiled form the groups of four go through `dot_dec2x4` instead: each row of a tile is decoded
+    /// once (`dec_row`) for all tokens and dotted two rows x four tokens at a time (its results are
+    /// bitwise those of dot_row4; an odd last row of a tile takes dot_row4).
     /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
     /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
     pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -1568,24 +1652,36 @@ mod matvec {
             let o = o;
             let r0 = task * chunk;
             let r1 = (r0 + chunk).min(rows);
+            // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
+            // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
+            let n4 = n_tok - n_tok % 4;
+            let mut dec: Vec<DecRow> = Vec::new();
+            let mut tiled = n4 > 0; // until dec_row says the type has no tiled form
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
-                // Tokens 0..n4 in groups of four with the type's four-token kernel where it has one,
-                // the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
-                let n4 = n_tok - n_tok % 4;
+                if tiled {
+                    dec.resize_with(te - tr, DecRow::default);
+                    tiled = (tr..te).all(|r| dec_row(ty, &data[r * rb..(r + 1) * rb], &mut dec[r - tr]));
+                }
                 for t0 in (0..n4).step_by(4) {
                     let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
-                    for r in tr..te {
-                        let row = &data[r * rb..(r + 1) * rb];
-                        let v = match dot_row4(ty, row, g) {
-                            Some(v) => v,
-                            None => [dot_row(ty, row, g[0]), dot_row(ty, row, g[1]), dot_row(ty, row, g[2]), dot_row(ty, row, g[3])],
+                    let mut r = tr;
+                    while r < te {
+                        // Rows r, r + 1 through the tiled kernel, else row r through dot_row4 / dot_row.
+                        let (n, v) = if tiled && r + 1 < te {
+                            (2, dot_dec2x4(ty, [&dec[r - tr], &dec[r + 1 - tr]], g))
+                        } else {
+                            let row = &data[r * rb..(r + 1) * rb];
+                            (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
                         };
-                        for (k, vk) in v.into_iter().enumerate() {
-                            // SAFETY: element (t0 + k, r) belongs to this task only (r in r0..r1).
-                            unsafe { *o.0.add((t0 + k) * rows + r) = vk };
+                        for (i, vi) in v.iter().take(n).enumerate() {
+                            for (k, &vk) in vi.iter().enumerate() {
+                                // SAFETY: element (t0 + k, r + i) belongs to this task only (r + i in r0..r1).
+                                unsafe { *o.0.add((t0 + k) * rows + r + i) = vk };
+                            }
                         }
+                        r += n;
                     }
                 }
                 for (t, x) in xs.iter().enumerate().skip(n4) {

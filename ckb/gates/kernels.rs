@@ -1,6 +1,7 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
-// reference only items every type selection has: COMPILED_TYPES, dot_row, dequant_row, act_kind,
-// Act, Pool, QMatrix, matvec, matmul and the act_quant helpers.
+// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_row,
+// dot_dec2x4, dequant_row, act_kind, Act, DecRow, Pool, QMatrix, matvec, matmul and the act_quant
+// helpers.
 //
 // kernel_<t>:         dot_row on pseudo-random rows and activations of several lengths against
 //                     an f64 dot of dequant_row(row) with the activation the kernel effectively
@@ -14,6 +15,8 @@
 //                     dot_row, bitwise, for every type but Q4_K (whose four-token kernel mirrors
 //                     llama.cpp's repacked gemm and sums in another order), over the lengths of
 //                     kernel_<t> (partial groups of blocks included).
+// dec_bits:           dot_dec2x4 on rows decoded by dec_row (where the type has a tiled form)
+//                     against dot_row of each (row, token) pair, bitwise, over the same lengths.
 // matvec:             matvec and matmul against a naive loop of dot_row (dot_row4 for matmul's
 //                     groups of four tokens), for 1, 2 and 3 threads
 //                     (must be bitwise equal).
@@ -345,6 +348,47 @@ fn gate_dot4_bits() {
     }
     println!("GATE dot4_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
     assert!(failures.is_empty(), "dot_row4 differs bitwise from dot_row:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn gate_dec_bits() {
+    let (mut cases, mut mismatches, mut types) = (0usize, 0usize, Vec::new());
+    let mut failures = Vec::new();
+    for &ty in COMPILED_TYPES {
+        let kind = act_kind(ty);
+        let mut rng = GateRng::new(0xDEC2_0000 + ty.id() as u64);
+        let mut has = false;
+        let mut dec = [DecRow::default(), DecRow::default()];
+        for n in gate_lengths(ty) {
+            for rep in 0..5 {
+                let rows = [gate_random_row(ty, n, &mut rng), gate_random_row(ty, n, &mut rng)];
+                let xs: Vec<Act> = (0..4).map(|t| Act::new(&gate_random_x(n, rep + t, &mut rng), &[kind])).collect();
+                let [d0, d1] = &mut dec;
+                if !dec_row(ty, &rows[0], d0) || !dec_row(ty, &rows[1], d1) {
+                    break;
+                }
+                has = true;
+                let v = dot_dec2x4(ty, [&dec[0], &dec[1]], [&xs[0], &xs[1], &xs[2], &xs[3]]);
+                for i in 0..2 {
+                    for t in 0..4 {
+                        let want = dot_row(ty, &rows[i], &xs[t]);
+                        cases += 1;
+                        if v[i][t].to_bits() != want.to_bits() {
+                            mismatches += 1;
+                            if failures.len() < 5 {
+                                failures.push(format!("{} n={n} rep={rep} row={i} t={t}: dot_dec2x4 {} vs dot_row {}", gate_tag(ty), v[i][t], want));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if has {
+            types.push(gate_tag(ty));
+        }
+    }
+    println!("GATE dec_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
+    assert!(failures.is_empty(), "dot_dec2x4 differs bitwise from dot_row:\n{}", failures.join("\n"));
 }
 
 #[test]

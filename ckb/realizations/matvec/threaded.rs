@@ -3,7 +3,8 @@
 // bitwise identical for any thread count: in `matvec` by one call of the generated
 // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
 // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-// its gemv), the other tokens by `dot_row`.
+// its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
+// tile (`dec_row`; bitwise the same results as `dot_row4`), the other tokens by `dot_row`.
 //
 // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
 // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -308,7 +309,10 @@ const MATMUL_TILE_ROWS: usize = 8;
 
 /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
 /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
-/// the last n_tok % 4 tokens (and for every token of a type without one).
+/// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
+/// tiled form the groups of four go through `dot_dec2x4` instead: each row of a tile is decoded
+/// once (`dec_row`) for all tokens and dotted two rows x four tokens at a time (its results are
+/// bitwise those of dot_row4; an odd last row of a tile takes dot_row4).
 /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
 /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
 pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -332,24 +336,36 @@ pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
         let o = o;
         let r0 = task * chunk;
         let r1 = (r0 + chunk).min(rows);
+        // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
+        // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
+        let n4 = n_tok - n_tok % 4;
+        let mut dec: Vec<DecRow> = Vec::new();
+        let mut tiled = n4 > 0; // until dec_row says the type has no tiled form
         let mut tr = r0;
         while tr < r1 {
             let te = (tr + MATMUL_TILE_ROWS).min(r1);
-            // Tokens 0..n4 in groups of four with the type's four-token kernel where it has one,
-            // the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
-            let n4 = n_tok - n_tok % 4;
+            if tiled {
+                dec.resize_with(te - tr, DecRow::default);
+                tiled = (tr..te).all(|r| dec_row(ty, &data[r * rb..(r + 1) * rb], &mut dec[r - tr]));
+            }
             for t0 in (0..n4).step_by(4) {
                 let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
-                for r in tr..te {
-                    let row = &data[r * rb..(r + 1) * rb];
-                    let v = match dot_row4(ty, row, g) {
-                        Some(v) => v,
-                        None => [dot_row(ty, row, g[0]), dot_row(ty, row, g[1]), dot_row(ty, row, g[2]), dot_row(ty, row, g[3])],
+                let mut r = tr;
+                while r < te {
+                    // Rows r, r + 1 through the tiled kernel, else row r through dot_row4 / dot_row.
+                    let (n, v) = if tiled && r + 1 < te {
+                        (2, dot_dec2x4(ty, [&dec[r - tr], &dec[r + 1 - tr]], g))
+                    } else {
+                        let row = &data[r * rb..(r + 1) * rb];
+                        (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
                     };
-                    for (k, vk) in v.into_iter().enumerate() {
-                        // SAFETY: element (t0 + k, r) belongs to this task only (r in r0..r1).
-                        unsafe { *o.0.add((t0 + k) * rows + r) = vk };
+                    for (i, vi) in v.iter().take(n).enumerate() {
+                        for (k, &vk) in vi.iter().enumerate() {
+                            // SAFETY: element (t0 + k, r + i) belongs to this task only (r + i in r0..r1).
+                            unsafe { *o.0.add((t0 + k) * rows + r + i) = vk };
+                        }
                     }
+                    r += n;
                 }
             }
             for (t, x) in xs.iter().enumerate().skip(n4) {

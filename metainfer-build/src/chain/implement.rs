@@ -297,7 +297,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
             .entry
             .clone()
             .ok_or_else(|| ChainError::Plan(format!("realization of '{contract}' names no entry function")))?;
-        types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone()));
+        types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone(), slot.entry_tile.clone()));
     }
     let mut s = String::new();
     write_types_and_act_kind(&mut s, &named, &["The activation form the dot kernel of `ty` consumes."]);
@@ -305,7 +305,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "#[inline]");
     let _ = writeln!(s, "pub(crate) fn dot_row(ty: GgmlType, row: &[u8], x: &Act) -> f32 {{");
     let _ = writeln!(s, "    match ty {{");
-    for (n, _, entry, is_unsafe, _) in &types {
+    for (n, _, entry, is_unsafe, ..) in &types {
         if *is_unsafe {
             let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
             let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {entry}(row, x) }},");
@@ -325,7 +325,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         let _ = writeln!(s, "    let _ = (row, xs); // no compiled type has a four-token kernel");
     }
     let _ = writeln!(s, "    match ty {{");
-    for (n, _, _, is_unsafe, entry4) in &types {
+    for (n, _, _, is_unsafe, entry4, _) in &types {
         let Some(entry4) = entry4 else { continue };
         if *is_unsafe {
             let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
@@ -335,6 +335,49 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         }
     }
     let _ = writeln!(s, "        _ => None,");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s.push('\n');
+    let tiled: Vec<_> = types.iter().filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k)| (n, *u, d, k))).collect();
+    let _ = writeln!(s, "/// Decodes one weight row of type `ty` into `out` for `dot_dec2x4` (the type's tiled prefill");
+    let _ = writeln!(s, "/// form: the row is decoded once for all tokens); false when the type has none.");
+    let _ = writeln!(s, "pub(crate) fn dec_row(ty: GgmlType, row: &[u8], out: &mut DecRow) -> bool {{");
+    if tiled.is_empty() {
+        let _ = writeln!(s, "    let _ = (ty, row, out); // no compiled type has a tiled kernel");
+        let _ = writeln!(s, "    false");
+    } else {
+        let _ = writeln!(s, "    match ty {{");
+        for (n, is_unsafe, dec, _) in &tiled {
+            if *is_unsafe {
+                let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
+                let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {dec}(row, out) }},");
+            } else {
+                let _ = writeln!(s, "        GgmlType::{n} => {dec}(row, out),");
+            }
+        }
+        let _ = writeln!(s, "        _ => return false,");
+        let _ = writeln!(s, "    }}");
+        let _ = writeln!(s, "    true");
+    }
+    let _ = writeln!(s, "}}");
+    s.push('\n');
+    let _ = writeln!(s, "/// Two rows of type `ty` decoded by `dec_row` · four prepared activations (a 2 x 4 tile);");
+    let _ = writeln!(s, "/// panics for a type without a tiled kernel.");
+    let _ = writeln!(s, "#[inline]");
+    let _ = writeln!(s, "pub(crate) fn dot_dec2x4(ty: GgmlType, rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {{");
+    if tiled.is_empty() {
+        let _ = writeln!(s, "    let _ = (rows, xs);");
+    }
+    let _ = writeln!(s, "    match ty {{");
+    for (n, is_unsafe, _, k) in &tiled {
+        if *is_unsafe {
+            let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
+            let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {k}(rows, xs) }},");
+        } else {
+            let _ = writeln!(s, "        GgmlType::{n} => {k}(rows, xs),");
+        }
+    }
+    let _ = writeln!(s, "        other => panic!(\"tensor type {{}} has no tiled kernel in this engine\", other.name()),");
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');

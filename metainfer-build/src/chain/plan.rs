@@ -40,6 +40,9 @@ pub struct Slot {
     /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
     /// (unsafe exactly when `entry` is).
     pub entry4: Option<String>,
+    /// For dot kernels with a tiled prefill form: the row decoder (`dec_row`) and the 2 x 4
+    /// kernel on decoded rows (`dot_dec2x4`), unsafe exactly when `entry` is.
+    pub entry_tile: Option<(String, String)>,
     /// Filled by the LLM implementer (a gap in the CKB, or every contract slot with
     /// `generator = "llm"`); `variants` then names the one variant a proposal would add.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -156,6 +159,7 @@ fn generated(id: &str, title: &str) -> Slot {
         variants: vec![],
         entry: None,
         entry4: None,
+        entry_tile: None,
         llm: false,
         fallback: None,
         device: false,
@@ -203,6 +207,7 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: &str, dot_ker
         variants: vec![variant],
         entry,
         entry4: None,
+        entry_tile: None,
         llm: true,
         fallback: from_ckb.ok().map(Box::new),
         device: false,
@@ -225,6 +230,16 @@ fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
         })?;
     let mut variants = chosen.with.clone();
     variants.push(chosen.variant.clone());
+    let entry_tile = match (&chosen.entry_dec, &chosen.entry2x4) {
+        (Some(d), Some(k)) => Some((d.clone(), k.clone())),
+        (None, None) => None,
+        _ => {
+            return Err(ChainError::Plan(format!(
+                "realization '{}' of contract '{cid}' names only one of entry_dec and entry2x4",
+                chosen.variant
+            )))
+        }
+    };
     Ok(Slot {
         id: c.id.clone(),
         title: c.title.clone(),
@@ -233,6 +248,7 @@ fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
         variants,
         entry: chosen.entry.clone().map(|e| (e, chosen.entry_unsafe)),
         entry4: chosen.entry4.clone(),
+        entry_tile,
         llm: false,
         fallback: None,
         device: false,

@@ -1706,7 +1706,7 @@ mod forward_qwen2 {
         /// copying back only the token; otherwise from the logits copied to the host.
         pub(crate) fn forward_sample(&mut self, tokens: &[u32], pos: usize, sampler: &mut Sampler, recent: &[u32]) -> rt::Result<u32> {
             self.run(tokens, pos, None)?;
-            let Some((top_k, temperature, u)) = sampler.device_draw(TOPK_MAX) else {
+            let Some((top_k, temperature, u)) = device_draw(sampler) else {
                 self.copy_logits()?;
                 return Ok(sampler.sample(&mut self.logits, recent));
             };
@@ -1843,6 +1843,24 @@ mod forward_qwen2 {
             }
             Ok(())
         }
+    }
+
+    /// What the device can sample without the logits leaving it: `(top_k, temperature, u)` for
+    /// argmax (`top_k` 1) or temperature + top-k with `top_k <= TOPK_MAX` (`u` drawn from the
+    /// sampler's RNG, as `Sampler::sample` would); None when top-p, min-p, the repetition penalty or
+    /// an unbounded top-k need the CPU path over the logits.
+    fn device_draw(s: &mut Sampler) -> Option<(usize, f32, f32)> {
+        let p = &s.p;
+        if p.repeat_penalty != 1.0 {
+            return None;
+        }
+        if !(p.temperature > 0.0) {
+            return Some((1, 0.0, 0.0));
+        }
+        if p.top_p < 1.0 || p.min_p > 0.0 || p.top_k == 0 || p.top_k > TOPK_MAX {
+            return None;
+        }
+        Some((p.top_k, p.temperature, s.rng.next_f64() as f32))
     }
 
     /// y[t] = m · x[t] (+ bias) for `n` tokens: the type's GEMV for one token, its GEMM for more.
@@ -2415,8 +2433,8 @@ mod sampler {
     /// The sampler of one generation: parameters, its RNG, and scratch buffers.
     #[derive(Debug, Clone)]
     pub(crate) struct Sampler {
-        p: rt::GenParams,      // temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n
-        rng: SamplerRng,
+        pub(crate) p: rt::GenParams, // temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n
+        pub(crate) rng: SamplerRng,
         cand: Vec<(u32, f32)>, // [n_cand] (id, logit, later probability) of the surviving candidates
         seen: Vec<u32>,        // [repeat_last_n] distinct recent ids (scratch)
     }
@@ -2439,23 +2457,6 @@ mod sampler {
                 r < acc
             });
             hit.or(self.cand.last()).map_or(0, |c| c.0)
-        }
-
-        /// For an engine that samples on its device: `(top_k, temperature, u)` when these settings
-        /// need nothing but argmax (`top_k` 1) or temperature + top-k with `top_k <= max_k` (`u`
-        /// drawn from this sampler's RNG, as `sample` would); None when top-p, min-p, the
-        /// repetition penalty or an unbounded top-k need the CPU path over the logits.
-        pub(crate) fn device_draw(&mut self, max_k: usize) -> Option<(usize, f32, f32)> {
-            if self.p.repeat_penalty != 1.0 {
-                return None;
-            }
-            if !(self.p.temperature > 0.0) {
-                return Some((1, 0.0, 0.0));
-            }
-            if self.p.top_p < 1.0 || self.p.min_p > 0.0 || self.p.top_k == 0 || self.p.top_k > max_k {
-                return None;
-            }
-            Some((self.p.top_k, self.p.temperature, self.rng.next_f64() as f32))
         }
 
         /// The (id, renormalised probability) set the draw chooses from, most likely first; [(id, 1)] if fixed.

@@ -55,11 +55,7 @@ mod header {
     /// Refuses to run on a CPU without the instruction sets the kernels were compiled for.
     pub(crate) fn check_cpu() -> rt::Result<()> {
         #[cfg(target_arch = "x86_64")]
-        let missing: Vec<&str> = [("avx2", std::is_x86_feature_detected!("avx2")), ("fma", std::is_x86_feature_detected!("fma"))]
-            .iter()
-            .filter(|f| !f.1)
-            .map(|f| f.0)
-            .collect();
+        let missing: Vec<&str> = [("avx2", std::is_x86_feature_detected!("avx2")), ("fma", std::is_x86_feature_detected!("fma"))].iter().filter(|f| !f.1).map(|f| f.0).collect();
         #[cfg(not(target_arch = "x86_64"))]
         let missing: Vec<&str> = vec!["avx2", "fma"];
         if missing.is_empty() {
@@ -2462,8 +2458,8 @@ mod sampler {
     /// The sampler of one generation: parameters, its RNG, and scratch buffers.
     #[derive(Debug, Clone)]
     pub(crate) struct Sampler {
-        p: rt::GenParams,      // temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n
-        rng: SamplerRng,
+        pub(crate) p: rt::GenParams, // temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n
+        pub(crate) rng: SamplerRng,
         cand: Vec<(u32, f32)>, // [n_cand] (id, logit, later probability) of the surviving candidates
         seen: Vec<u32>,        // [repeat_last_n] distinct recent ids (scratch)
     }
@@ -2486,23 +2482,6 @@ mod sampler {
                 r < acc
             });
             hit.or(self.cand.last()).map_or(0, |c| c.0)
-        }
-
-        /// For an engine that samples on its device: `(top_k, temperature, u)` when these settings
-        /// need nothing but argmax (`top_k` 1) or temperature + top-k with `top_k <= max_k` (`u`
-        /// drawn from this sampler's RNG, as `sample` would); None when top-p, min-p, the
-        /// repetition penalty or an unbounded top-k need the CPU path over the logits.
-        pub(crate) fn device_draw(&mut self, max_k: usize) -> Option<(usize, f32, f32)> {
-            if self.p.repeat_penalty != 1.0 {
-                return None;
-            }
-            if !(self.p.temperature > 0.0) {
-                return Some((1, 0.0, 0.0));
-            }
-            if self.p.top_p < 1.0 || self.p.min_p > 0.0 || self.p.top_k == 0 || self.p.top_k > max_k {
-                return None;
-            }
-            Some((self.p.top_k, self.p.temperature, self.rng.next_f64() as f32))
         }
 
         /// The (id, renormalised probability) set the draw chooses from, most likely first; [(id, 1)] if fixed.

@@ -330,7 +330,7 @@ impl Engine {
     /// copying back only the token; otherwise from the logits copied to the host.
     pub(crate) fn forward_sample(&mut self, tokens: &[u32], pos: usize, sampler: &mut Sampler, recent: &[u32]) -> rt::Result<u32> {
         self.run(tokens, pos, None)?;
-        let Some((top_k, temperature, u)) = sampler.device_draw(TOPK_MAX) else {
+        let Some((top_k, temperature, u)) = device_draw(sampler) else {
             self.copy_logits()?;
             return Ok(sampler.sample(&mut self.logits, recent));
         };
@@ -467,6 +467,24 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// What the device can sample without the logits leaving it: `(top_k, temperature, u)` for
+/// argmax (`top_k` 1) or temperature + top-k with `top_k <= TOPK_MAX` (`u` drawn from the
+/// sampler's RNG, as `Sampler::sample` would); None when top-p, min-p, the repetition penalty or
+/// an unbounded top-k need the CPU path over the logits.
+fn device_draw(s: &mut Sampler) -> Option<(usize, f32, f32)> {
+    let p = &s.p;
+    if p.repeat_penalty != 1.0 {
+        return None;
+    }
+    if !(p.temperature > 0.0) {
+        return Some((1, 0.0, 0.0));
+    }
+    if p.top_p < 1.0 || p.min_p > 0.0 || p.top_k == 0 || p.top_k > TOPK_MAX {
+        return None;
+    }
+    Some((p.top_k, p.temperature, s.rng.next_f64() as f32))
 }
 
 /// y[t] = m · x[t] (+ bias) for `n` tokens: the type's GEMV for one token, its GEMM for more.

@@ -188,11 +188,7 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
         let detected: Vec<String> =
             plan.target.features.iter().map(|f| format!("({}, std::is_x86_feature_detected!({}))", rust_str(f), rust_str(f))).collect();
         let _ = writeln!(s, "    #[cfg(target_arch = \"x86_64\")]");
-        let _ = writeln!(s, "    let missing: Vec<&str> = [{}]", detected.join(", "));
-        let _ = writeln!(s, "        .iter()");
-        let _ = writeln!(s, "        .filter(|f| !f.1)");
-        let _ = writeln!(s, "        .map(|f| f.0)");
-        let _ = writeln!(s, "        .collect();");
+        let _ = writeln!(s, "    let missing: Vec<&str> = [{}].iter().filter(|f| !f.1).map(|f| f.0).collect();", detected.join(", "));
         let _ = writeln!(s, "    #[cfg(not(target_arch = \"x86_64\"))]");
         let _ = writeln!(s, "    let missing: Vec<&str> = vec![{}];", quoted.join(", "));
         let _ = writeln!(s, "    if missing.is_empty() {{");

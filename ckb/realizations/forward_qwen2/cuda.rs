@@ -400,7 +400,10 @@ impl Engine {
         if self.graph.is_none() {
             // Capture (launches are recorded, not run); on any failure fall back to launching.
             let stream = &self.gpu.stream;
-            stream.begin_capture(rt::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(dev_err)?;
+            if stream.begin_capture(rt::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).is_err() {
+                self.use_graph = false;
+                return self.launches(1, true, false);
+            }
             let recorded = self.launches(1, true, false);
             let ended = stream.end_capture(rt::cudarc::driver::sys::CUgraphInstantiate_flags(0));
             match (recorded, ended) {

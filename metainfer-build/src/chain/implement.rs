@@ -274,6 +274,19 @@ fn dispatch_cuda(plan: &Plan) -> Result<String, ChainError> {
     Ok(s)
 }
 
+/// One dispatch arm `GgmlType::<n> => <call>` (as `Some(<call>)` when `some`); a
+/// `#[target_feature]` kernel's call goes through `unsafe`, with its SAFETY note.
+fn write_arm(s: &mut String, n: &str, is_unsafe: bool, call: &str, some: bool) {
+    let call = if is_unsafe {
+        let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
+        format!("unsafe {{ {call} }}")
+    } else {
+        call.to_string()
+    };
+    let call = if some { format!("Some({call})") } else { call };
+    let _ = writeln!(s, "        GgmlType::{n} => {call},");
+}
+
 /// `COMPILED_TYPES`, `act_kind`, `dot_row`, `dequant_row`: one arm per selected tensor type.
 fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     if plan.target.kind == "cuda" {
@@ -302,12 +315,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "pub(crate) fn dot_row(ty: GgmlType, row: &[u8], x: &Act) -> f32 {{");
     let _ = writeln!(s, "    match ty {{");
     for (n, _, entry, is_unsafe, ..) in &types {
-        if *is_unsafe {
-            let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
-            let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {entry}(row, x) }},");
-        } else {
-            let _ = writeln!(s, "        GgmlType::{n} => {entry}(row, x),");
-        }
+        write_arm(&mut s, n, *is_unsafe, &format!("{entry}(row, x)"), false);
     }
     let _ = writeln!(s, "        other => panic!(\"tensor type {{}} is not compiled into this engine\", other.name()),");
     let _ = writeln!(s, "    }}");
@@ -323,12 +331,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "    match ty {{");
     for (n, _, _, is_unsafe, entry4, _) in &types {
         let Some(entry4) = entry4 else { continue };
-        if *is_unsafe {
-            let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
-            let _ = writeln!(s, "        GgmlType::{n} => Some(unsafe {{ {entry4}(row, xs) }}),");
-        } else {
-            let _ = writeln!(s, "        GgmlType::{n} => Some({entry4}(row, xs)),");
-        }
+        write_arm(&mut s, n, *is_unsafe, &format!("{entry4}(row, xs)"), true);
     }
     let _ = writeln!(s, "        _ => None,");
     let _ = writeln!(s, "    }}");
@@ -344,12 +347,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     } else {
         let _ = writeln!(s, "    match ty {{");
         for (n, is_unsafe, dec, _) in &tiled {
-            if *is_unsafe {
-                let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
-                let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {dec}(row, out) }},");
-            } else {
-                let _ = writeln!(s, "        GgmlType::{n} => {dec}(row, out),");
-            }
+            write_arm(&mut s, n, *is_unsafe, &format!("{dec}(row, out)"), false);
         }
         let _ = writeln!(s, "        _ => return false,");
         let _ = writeln!(s, "    }}");
@@ -366,12 +364,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     }
     let _ = writeln!(s, "    match ty {{");
     for (n, is_unsafe, _, k) in &tiled {
-        if *is_unsafe {
-            let _ = writeln!(s, "        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.");
-            let _ = writeln!(s, "        GgmlType::{n} => unsafe {{ {k}(rows, xs) }},");
-        } else {
-            let _ = writeln!(s, "        GgmlType::{n} => {k}(rows, xs),");
-        }
+        write_arm(&mut s, n, *is_unsafe, &format!("{k}(rows, xs)"), false);
     }
     let _ = writeln!(s, "        other => panic!(\"tensor type {{}} has no tiled kernel in this engine\", other.name()),");
     let _ = writeln!(s, "    }}");

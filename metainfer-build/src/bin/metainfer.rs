@@ -507,11 +507,17 @@ fn verify(env: &Env, key: &str) -> anyhow::Result<bool> {
     let entry = env.cache.open(&key, None)?;
     let engine = std::fs::read_to_string(entry.engine_path())
         .with_context(|| format!("reading {}", env.show(&entry.engine_path())))?;
+    let mut kernels = Vec::new();
+    for f in entry.manifest.files.keys().filter(|f| f.starts_with("kernels/")) {
+        let bytes = std::fs::read(entry.path(f)).with_context(|| format!("reading {}", env.show(&entry.path(f))))?;
+        kernels.push((f.clone(), bytes));
+    }
     let ctx = env.context()?;
     let (gates, passed) = chain::reverify(
         &entry.manifest.constraints,
         &ckb,
         &engine,
+        kernels,
         &ctx.chain_options()?,
     )
     .with_context(|| format!("verifying {}", env.show(&entry.dir)))?;

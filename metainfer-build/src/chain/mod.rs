@@ -366,12 +366,12 @@ fn keep_transcript(opts: &ChainOptions, key: &str, lines: &[serde_json::Value], 
     }
 }
 
-/// Re-runs the gates of `c`'s plan on an existing `engine.rs`; returns the new `gates.toml`
+/// Re-runs the gates of `c`'s plan on an existing entry's `engine.rs` and `kernels/` files
+/// (path, bytes), the ones it ships, not freshly compiled ones; returns the new `gates.toml`
 /// and whether every gate passed.
-pub fn reverify(c: &Constraints, ckb: &Ckb, engine_rs: &str, opts: &ChainOptions) -> Result<(Vec<u8>, bool), ChainError> {
+pub fn reverify(c: &Constraints, ckb: &Ckb, engine_rs: &str, kernels: Vec<(String, Vec<u8>)>, opts: &ChainOptions) -> Result<(Vec<u8>, bool), ChainError> {
     let plan = plan_for(c, ckb)?;
     let gates = gate_ids(&plan, ckb);
-    let kernels = kernel_files(&plan, ckb)?;
     let verdict = verify::verify(&scratch(opts, ckb, &plan, kernels), engine_rs, &gates, opts.progress)?;
     Ok((consolidate::gates_toml(&verdict).into_bytes(), verdict.passed))
 }

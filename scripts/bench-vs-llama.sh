@@ -5,6 +5,8 @@
 #   scripts/bench-vs-llama.sh [MODEL] [THREADS] [ROUNDS]
 #
 # Needs llama-bench from scripts/anchor/build-llama-cpp.sh (LLAMA_BENCH overrides its path).
+# ENGINE picks demo-engine's engine (default auto: avx512 where the cpu has AVX-512 VNNI, else
+# avx2); compare ENGINE=avx2 with llama.cpp's AVX2 build, avx512 with its native one.
 # Prints each measurement and the ratios ours / llama.cpp (median of the rounds).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +19,7 @@ cargo build -q --release -p demo-engine
 OURS="$ROOT/target/release/demo-engine"
 out=$(mktemp)
 for r in $(seq "$ROUNDS"); do
-    j=$("$OURS" bench --model "$MODEL" --threads "$T" --prompt-tokens 128 --gen-tokens 64 --reps 1 --json 2>/dev/null | tail -1)
+    j=$("$OURS" bench --engine "${ENGINE:-auto}" --model "$MODEL" --threads "$T" --prompt-tokens 128 --gen-tokens 64 --reps 1 --json 2>/dev/null | tail -1)
     l=$("$LLAMA_BENCH" -m "$MODEL" -t "$T" -p 128 -n 64 -r 1 -o json 2>/dev/null)
     python3 - "$j" "$l" >>"$out" <<'PY'
 import json, sys

@@ -19,7 +19,7 @@
 //    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2)
 //    5. F32 blocks and dot kernel (dot_f32/blocks+avx2)
 //    6. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2)
-//    7. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2)
+//    7. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2_tile+avx2)
 //    8. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2)
 //    9. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
 //   10. Kernel dispatch over the compiled tensor types (generated)
@@ -1210,7 +1210,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2 (ckb) ====
+// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1266,6 +1266,65 @@ mod dot_q5_0 {
         }
     }
 
+    // AVX2 tiled Q5_0 prefill kernel over rows decoded by decode_q5_0_avx2 (avx2.rs): 2 rows x 4
+    // tokens per call, each decoded block loaded once for the four tokens and each activation block
+    // once for the two rows.
+
+    /// rows[i] . xs[t] for two rows decoded by decode_q5_0_avx2 and four activations (prefill): a
+    /// 2 x 4 register tile, each decoded block loaded once for the four tokens and each activation
+    /// block once for the two rows. Per pair the float operations are those of dot_q5_0_avx2 in
+    /// the same order, so result [i][t] is bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2 and
+    /// FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
+        let n = rows[0].b.len();
+        for r in rows {
+            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
+        }
+        for x in xs {
+            assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
+            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == n, "activation lacks its Q8_0 form");
+        }
+        let (r0, r1) = (rows[0], rows[1]);
+        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+        // The scale products of eight blocks, parked on the stack and broadcast block by block.
+        let mut dd = [[[0f32; 8]; 4]; 2];
+        let ones = _mm256_set1_epi16(1);
+        let mut g = 0;
+        while g < n {
+            let e = (g + 8).min(n);
+            let wd0 = q5_0_xscales8(&r0.d[g..e]);
+            let wd1 = q5_0_xscales8(&r1.d[g..e]);
+            for t in 0..4 {
+                let xd = q5_0_xscales8(&xs[t].q8_0_d[g..e]);
+                _mm256_storeu_ps(dd[0][t].as_mut_ptr(), _mm256_mul_ps(wd0, xd));
+                _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
+            }
+            for k in g..e {
+                // SAFETY (indexing): k < n, the length of every slice indexed (asserted above).
+                // Aligned loads: a DecBlock is one 64-byte line, q then a.
+                let (b0, b1) = (r0.b.get_unchecked(k), r1.b.get_unchecked(k));
+                let (qx0, ax0) = (_mm256_load_si256(b0.q.as_ptr() as *const __m256i), _mm256_load_si256(b0.a.as_ptr() as *const __m256i));
+                let (qx1, ax1) = (_mm256_load_si256(b1.q.as_ptr() as *const __m256i), _mm256_load_si256(b1.a.as_ptr() as *const __m256i));
+                for t in 0..4 {
+                    let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
+                    let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));
+                    acc[0][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[0][t].get_unchecked(k - g)), p0, acc[0][t]);
+                    let p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax1, _mm256_sign_epi8(qy, qx1))));
+                    acc[1][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[1][t].get_unchecked(k - g)), p1, acc[1][t]);
+                }
+            }
+            g = e;
+        }
+        // Written out: a closure here would not inherit the target features (acc kept in memory).
+        let [a, b] = acc;
+        [
+            [hsum_f32x8(a[0]), hsum_f32x8(a[1]), hsum_f32x8(a[2]), hsum_f32x8(a[3])],
+            [hsum_f32x8(b[0]), hsum_f32x8(b[1]), hsum_f32x8(b[2]), hsum_f32x8(b[3])],
+        ]
+    }
+
     // AVX2 Q5_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q5_0_q8_0: nibbles are
     // spread to 32 bytes, the 32 high bits of qh expanded to bytes, and each byte made q5 - 16 as
     // `nibble | (bit ? 0 : 0xF0)`; then eight i32 lane sums of products with the Q8_0 quants,
@@ -1273,7 +1332,8 @@ mod dot_q5_0 {
     // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
     // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
     // path). Prefill goes through the tiled form instead of a four-token kernel: each row decoded
-    // once (decode_q5_0_avx2) for all tokens, then 2 rows x 4 tokens per call (dot2x4_q5_0_avx2).
+    // once (decode_q5_0_avx2) for all tokens, then 2 rows x 4 tokens per call (dot2x4_q5_0_avx2 in
+    // avx2_tile.rs, or the VNNI dot2x4_q5_0_avx512 in avx512.rs).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -1374,61 +1434,6 @@ mod dot_q5_0 {
             _mm256_storeu_ps(d.as_mut_ptr(), q5_0_wscales8(wb));
             out.d.extend_from_slice(&d[..wb.len()]);
         }
-    }
-
-    /// rows[i] . xs[t] for two rows decoded by decode_q5_0_avx2 and four activations (prefill): a
-    /// 2 x 4 register tile, each decoded block loaded once for the four tokens and each activation
-    /// block once for the two rows. Per pair the float operations are those of dot_q5_0_avx2 in
-    /// the same order, so result [i][t] is bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2 and
-    /// FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = rows[0].b.len();
-        for r in rows {
-            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
-        }
-        for x in xs {
-            assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
-            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == n, "activation lacks its Q8_0 form");
-        }
-        let (r0, r1) = (rows[0], rows[1]);
-        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-        // The scale products of eight blocks, parked on the stack and broadcast block by block.
-        let mut dd = [[[0f32; 8]; 4]; 2];
-        let ones = _mm256_set1_epi16(1);
-        let mut g = 0;
-        while g < n {
-            let e = (g + 8).min(n);
-            let wd0 = q5_0_xscales8(&r0.d[g..e]);
-            let wd1 = q5_0_xscales8(&r1.d[g..e]);
-            for t in 0..4 {
-                let xd = q5_0_xscales8(&xs[t].q8_0_d[g..e]);
-                _mm256_storeu_ps(dd[0][t].as_mut_ptr(), _mm256_mul_ps(wd0, xd));
-                _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
-            }
-            for k in g..e {
-                // SAFETY (indexing): k < n, the length of every slice indexed (asserted above).
-                // Aligned loads: a DecBlock is one 64-byte line, q then a.
-                let (b0, b1) = (r0.b.get_unchecked(k), r1.b.get_unchecked(k));
-                let (qx0, ax0) = (_mm256_load_si256(b0.q.as_ptr() as *const __m256i), _mm256_load_si256(b0.a.as_ptr() as *const __m256i));
-                let (qx1, ax1) = (_mm256_load_si256(b1.q.as_ptr() as *const __m256i), _mm256_load_si256(b1.a.as_ptr() as *const __m256i));
-                for t in 0..4 {
-                    let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
-                    let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));
-                    acc[0][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[0][t].get_unchecked(k - g)), p0, acc[0][t]);
-                    let p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax1, _mm256_sign_epi8(qy, qx1))));
-                    acc[1][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[1][t].get_unchecked(k - g)), p1, acc[1][t]);
-                }
-            }
-            g = e;
-        }
-        // Written out: a closure here would not inherit the target features (acc kept in memory).
-        let [a, b] = acc;
-        [
-            [hsum_f32x8(a[0]), hsum_f32x8(a[1]), hsum_f32x8(a[2]), hsum_f32x8(a[3])],
-            [hsum_f32x8(b[0]), hsum_f32x8(b[1]), hsum_f32x8(b[2]), hsum_f32x8(b[3])],
-        ]
     }
 }
 pub use dot_q5_0::*;
@@ -2905,14 +2910,18 @@ mod forward_qwen2 {
 
     /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
     /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
-    /// K and V rows are widened from f16 a row at a time (F16C when the CPU has it); q·k sums in
-    /// eight lanes folded pairwise, like ggml's f16 dot.
+    /// The layer's K and V rows up to pos + n are widened from f16 once per call (one contiguous
+    /// run each, F16C when the CPU has it); q·k sums in eight lanes folded pairwise, like ggml's f16 dot.
     #[allow(clippy::too_many_arguments)]
     fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         use rt::half::slice::HalfFloatSliceExt;
-        let hd = c.head_dim;
+        let (hd, kvd) = (c.head_dim, kv.kv_dim);
         let group = c.n_head / c.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
+        let run = kv.at(layer, 0)..kv.at(layer, pos + att.len() / c.n_embd);
+        let (mut kf, mut vf) = (vec![0.0f32; run.len()], vec![0.0f32; run.len()]); // [pos + n][kv_dim]
+        kv.k[run.clone()].convert_to_f32_slice(&mut kf);
+        kv.v[run].convert_to_f32_slice(&mut vf);
         par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
             let (t, h) = (task / c.n_head, task % c.n_head);
             let kvh = h / group;
@@ -2920,13 +2929,10 @@ mod forward_qwen2 {
             // the query rounded to f16, as llama.cpp's f16 K·Q
             let qh: Vec<f32> = qh.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
             let end = pos + t + 1;
-            let mut row = vec![0.0f32; hd]; // [head_dim] one K or V row, widened
             let mut scores = Vec::with_capacity(end);
             let mut max = f32::NEG_INFINITY;
             for p in 0..end {
-                let i = kv.at(layer, p) + kvh * hd;
-                kv.k[i..i + hd].convert_to_f32_slice(&mut row);
-                let s = dot_lanes(&qh, &row) * scale;
+                let s = dot_lanes(&qh, &kf[p * kvd + kvh * hd..][..hd]) * scale;
                 max = max.max(s);
                 scores.push(s);
             }
@@ -2940,10 +2946,8 @@ mod forward_qwen2 {
             let inv = (1.0 / sum) as f32;
             out.fill(0.0);
             for (p, &s) in scores.iter().enumerate() {
-                let i = kv.at(layer, p) + kvh * hd;
                 let wgt = rt::half::f16::from_f32(s * inv).to_f32();
-                kv.v[i..i + hd].convert_to_f32_slice(&mut row);
-                for (o, v) in out.iter_mut().zip(&row) {
+                for (o, v) in out.iter_mut().zip(&vf[p * kvd + kvh * hd..][..hd]) {
                     *o += wgt * v;
                 }
             }

@@ -2041,14 +2041,18 @@ mod forward_qwen2 {
 
     /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
     /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
-    /// K and V rows are widened from f16 a row at a time (F16C when the CPU has it); q·k sums in
-    /// eight lanes folded pairwise, like ggml's f16 dot.
+    /// The layer's K and V rows up to pos + n are widened from f16 once per call (one contiguous
+    /// run each, F16C when the CPU has it); q·k sums in eight lanes folded pairwise, like ggml's f16 dot.
     #[allow(clippy::too_many_arguments)]
     fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         use rt::half::slice::HalfFloatSliceExt;
-        let hd = c.head_dim;
+        let (hd, kvd) = (c.head_dim, kv.kv_dim);
         let group = c.n_head / c.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
+        let run = kv.at(layer, 0)..kv.at(layer, pos + att.len() / c.n_embd);
+        let (mut kf, mut vf) = (vec![0.0f32; run.len()], vec![0.0f32; run.len()]); // [pos + n][kv_dim]
+        kv.k[run.clone()].convert_to_f32_slice(&mut kf);
+        kv.v[run].convert_to_f32_slice(&mut vf);
         par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
             let (t, h) = (task / c.n_head, task % c.n_head);
             let kvh = h / group;
@@ -2056,13 +2060,10 @@ mod forward_qwen2 {
             // the query rounded to f16, as llama.cpp's f16 K·Q
             let qh: Vec<f32> = qh.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
             let end = pos + t + 1;
-            let mut row = vec![0.0f32; hd]; // [head_dim] one K or V row, widened
             let mut scores = Vec::with_capacity(end);
             let mut max = f32::NEG_INFINITY;
             for p in 0..end {
-                let i = kv.at(layer, p) + kvh * hd;
-                kv.k[i..i + hd].convert_to_f32_slice(&mut row);
-                let s = dot_lanes(&qh, &row) * scale;
+                let s = dot_lanes(&qh, &kf[p * kvd + kvh * hd..][..hd]) * scale;
                 max = max.max(s);
                 scores.push(s);
             }
@@ -2076,10 +2077,8 @@ mod forward_qwen2 {
             let inv = (1.0 / sum) as f32;
             out.fill(0.0);
             for (p, &s) in scores.iter().enumerate() {
-                let i = kv.at(layer, p) + kvh * hd;
                 let wgt = rt::half::f16::from_f32(s * inv).to_f32();
-                kv.v[i..i + hd].convert_to_f32_slice(&mut row);
-                for (o, v) in out.iter_mut().zip(&row) {
+                for (o, v) in out.iter_mut().zip(&vf[p * kvd + kvh * hd..][..hd]) {
                     *o += wgt * v;
                 }
             }

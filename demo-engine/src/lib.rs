@@ -4,6 +4,7 @@
 //!
 //! - [`Coder`]: `hw = "x86_64-avx2"` — AVX2+FMA integer dot kernels;
 //! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU;
+//! - [`CoderAvx512`]: `hw = "x86_64-avx512"` — the AVX2 kernels plus AVX-512 VNNI tiled prefill;
 //! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory).
 
 use metainfer::{GenParams, Message, Stats};
@@ -13,6 +14,9 @@ pub struct Coder;
 
 #[metainfer::engine(model = "qwen2", hw = "generic", quant = "q4_k_m", features = ["server"])]
 pub struct CoderPortable;
+
+#[metainfer::engine(model = "qwen2", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"])]
+pub struct CoderAvx512;
 
 #[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "awq", features = ["server"])]
 pub struct CoderAwq;
@@ -127,6 +131,7 @@ macro_rules! impl_model {
 
 impl_model!(Coder, "x86_64-avx2");
 impl_model!(CoderPortable, "generic");
+impl_model!(CoderAvx512, "x86_64-avx512");
 impl_model!(CoderAwq, "x86_64-avx2");
 impl_model!(CoderAwqPortable, "generic");
 impl_model!(CoderSm80, "sm_80", cuda);
@@ -139,9 +144,11 @@ impl_model!(CoderAwqSm90, "sm_90", cuda);
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Which {
-    /// AVX2 when the CPU has it, else generic.
+    /// AVX-512 (GGUF files) or AVX2 when the CPU has it, else generic.
     Auto,
     Avx2,
+    /// AVX-512 with VNNI (GGUF files; checkpoints take the AVX2 engine).
+    Avx512,
     Generic,
     /// A CUDA engine (GGUF files, or AWQ checkpoints).
     Cuda(Arch),
@@ -161,11 +168,12 @@ impl std::str::FromStr for Which {
         match s {
             "auto" => Ok(Which::Auto),
             "avx2" | "x86_64-avx2" => Ok(Which::Avx2),
+            "avx512" | "x86_64-avx512" => Ok(Which::Avx512),
             "generic" => Ok(Which::Generic),
             "sm_80" => Ok(Which::Cuda(Arch::Sm80)),
             "sm_89" => Ok(Which::Cuda(Arch::Sm89)),
             "sm_90" => Ok(Which::Cuda(Arch::Sm90)),
-            other => Err(format!("unknown engine '{other}': use auto, avx2, generic, sm_80, sm_89 or sm_90")),
+            other => Err(format!("unknown engine '{other}': use auto, avx512, avx2, generic, sm_80, sm_89 or sm_90")),
         }
     }
 }
@@ -174,6 +182,21 @@ fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx2()
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512vnni")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -190,8 +213,16 @@ pub fn is_checkpoint(path: &std::path::Path) -> bool {
 /// Loads `path` with the chosen engine: a checkpoint directory with the AWQ engines, anything
 /// else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
+    let avx512 = match which {
+        Which::Auto => has_avx512(),
+        Which::Avx512 => true,
+        _ => false,
+    };
+    if avx512 && !is_checkpoint(path) {
+        return Ok(Box::new(CoderAvx512::load(path)?));
+    }
     let avx2 = match which {
-        Which::Auto => has_avx2(),
+        Which::Auto | Which::Avx512 => has_avx2() || which == Which::Avx512,
         Which::Avx2 => true,
         Which::Generic => false,
         Which::Cuda(arch) => {

@@ -26,7 +26,7 @@ struct ModelArgs {
     /// Worker threads (default: all cores).
     #[arg(long, short = 't')]
     threads: Option<usize>,
-    /// Which generated engine: auto (avx2 when the cpu has it), avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
+    /// Which generated engine: auto (avx512 for GGUF files, else avx2, when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
     #[arg(long, default_value = "auto")]
     engine: Which,
     /// CUDA engines: launch every kernel of a decode step instead of replaying a captured CUDA graph.

@@ -12,7 +12,7 @@ fn constraints(ckb: &Ckb, hw: &str) -> Constraints {
 #[test]
 fn demo_engines_plan_implement_and_pass_review() {
     let ckb = Ckb::load(&Ckb::default_root()).expect("ckb loads");
-    for hw in ["x86_64-avx2", "generic"] {
+    for hw in ["x86_64-avx2", "x86_64-avx512", "generic"] {
         let c = constraints(&ckb, hw);
         let (plan, codes, engine) = chain::implement_engine(&c, &ckb, false).expect("implements");
         let problems = chain::review_engine(&plan, &codes, &ckb);

@@ -104,7 +104,8 @@ enum Cmd {
         #[command(flatten)]
         s: SampleArgs,
     },
-    /// Measure prefill and decode speed.
+    /// Measure prefill and decode speed (after one untimed warm-up run, as llama-bench does, so
+    /// that first touches of the mapped weights are not timed).
     Bench {
         #[command(flatten)]
         m: ModelArgs,
@@ -282,6 +283,7 @@ fn run(cmd: Cmd) -> Result<()> {
             let mut p = GenParams::greedy(gen_tokens + 1);
             p.stop_at_eos = false;
             let (mut pps, mut tgs) = (Vec::new(), Vec::new());
+            model.generate_ids(&ids, &GenParams::greedy(2), &mut |_, _| true)?;
             for r in 0..reps {
                 model.reset();
                 let t0 = Instant::now();

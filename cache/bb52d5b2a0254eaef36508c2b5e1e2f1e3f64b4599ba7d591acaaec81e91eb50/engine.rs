@@ -1913,7 +1913,7 @@ mod forward_qwen2 {
             for (l, lw) in w.layers.iter().enumerate() {
                 // attention: xb = rmsnorm(x) ; q, k, v projections with biases
                 rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
-                prepare(&mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
+                prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
                 product(pool, &lw.wq.mat(file), &st.acts[..n], &mut st.q[..n * e]);
                 product(pool, &lw.wk.mat(file), &st.acts[..n], &mut st.k[..n * kvd]);
                 product(pool, &lw.wv.mat(file), &st.acts[..n], &mut st.v[..n * kvd]);
@@ -1928,20 +1928,19 @@ mod forward_qwen2 {
                 attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
 
                 // x += wo · att
-                prepare(&mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
+                prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
                 product(pool, &lw.wo.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
 
                 // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
                 rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
-                prepare(&mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
+                prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
                 let f = c.n_ff;
                 product(pool, &lw.w_gate.mat(file), &st.acts[..n], &mut st.gate[..n * f]);
                 product(pool, &lw.w_up.mat(file), &st.acts[..n], &mut st.up[..n * f]);
-                for (g, &u) in st.gate[..n * f].iter_mut().zip(&st.up[..n * f]) {
-                    *g = silu(*g) * u;
-                }
-                prepare(&mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
+                let up = &st.up[..n * f];
+                par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| g.iter_mut().zip(&up[t * f..]).for_each(|(g, &u)| *g = silu(*g) * u));
+                prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
                 product(pool, &lw.w_down.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
             }
@@ -1951,7 +1950,7 @@ mod forward_qwen2 {
             match all {
                 Some(all) => {
                     rmsnorm_rows(&st.x[..n * e], &w.output_norm, c.rms_eps, &mut st.xb[..n * e]);
-                    prepare(&mut st.acts[..n], &st.xb[..n * e], e, &w.output_acts);
+                    prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &w.output_acts);
                     product(pool, &out_mat, &st.acts[..n], all);
                     if last {
                         st.logits.copy_from_slice(&all[(n - 1) * c.n_vocab..]);
@@ -1960,7 +1959,7 @@ mod forward_qwen2 {
                 None if last => {
                     let x_last = &st.x[(n - 1) * e..n * e];
                     rmsnorm_rows(x_last, &w.output_norm, c.rms_eps, &mut st.xb[..e]);
-                    prepare(&mut st.acts[..1], &st.xb[..e], e, &w.output_acts);
+                    prepare(pool, &mut st.acts[..1], &st.xb[..e], e, &w.output_acts);
                     matvec(pool, &out_mat, &st.acts[0], &mut st.logits);
                 }
                 None => {}
@@ -1975,11 +1974,10 @@ mod forward_qwen2 {
         }
     }
 
-    /// Quantizes each row of `x` (`[n][cols]`) into `acts[t]` in the forms `kinds`.
-    fn prepare(acts: &mut [Act], x: &[f32], cols: usize, kinds: &[ActKind]) {
-        for (a, row) in acts.iter_mut().zip(x.chunks_exact(cols)) {
-            a.set(row, kinds);
-        }
+    /// Quantizes each row of `x` (`[n][cols]`) into `acts[t]` in the forms `kinds`, a token per task.
+    fn prepare(pool: &Pool, acts: &mut [Act], x: &[f32], cols: usize, kinds: &[ActKind]) {
+        let pieces: Vec<std::sync::Mutex<&mut Act>> = acts.iter_mut().map(std::sync::Mutex::new).collect();
+        pool.run(pieces.len(), &|t| pieces[t].lock().unwrap_or_else(|e| e.into_inner()).set(&x[t * cols..(t + 1) * cols], kinds));
     }
 
     /// `out[t][r] = w.row(r) · xs[t]`: matvec for one token, matmul for a batch.

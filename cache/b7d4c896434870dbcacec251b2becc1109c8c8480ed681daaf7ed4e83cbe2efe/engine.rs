@@ -1278,14 +1278,7 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = rows[0].b.len();
-        for r in rows {
-            assert!(r.b.len() == n && r.d.len() == n, "decoded Q5_0 rows of {} and {} blocks", n, r.b.len());
-        }
-        for x in xs {
-            assert_eq!(x.q8_0.len(), n, "decoded Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", n, x.q8_0.len());
-            assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == n, "activation lacks its Q8_0 form");
-        }
+        let n = q5_0_tile_blocks(rows, xs);
         let (r0, r1) = (rows[0], rows[1]);
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
         // The scale products of eight blocks, parked on the stack and broadcast block by block.
@@ -1302,7 +1295,7 @@ mod dot_q5_0 {
                 _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
             }
             for k in g..e {
-                // SAFETY (indexing): k < n, the length of every slice indexed (asserted above).
+                // SAFETY (indexing): k < n, the length of every slice indexed (q5_0_tile_blocks).
                 // Aligned loads: a DecBlock is one 64-byte line, q then a.
                 let (b0, b1) = (r0.b.get_unchecked(k), r1.b.get_unchecked(k));
                 let (qx0, ax0) = (_mm256_load_si256(b0.q.as_ptr() as *const __m256i), _mm256_load_si256(b0.a.as_ptr() as *const __m256i));
@@ -1434,6 +1427,18 @@ mod dot_q5_0 {
             _mm256_storeu_ps(d.as_mut_ptr(), q5_0_wscales8(wb));
             out.d.extend_from_slice(&d[..wb.len()]);
         }
+    }
+
+    // The block count of a 2 x 4 tile (dot2x4_q5_0_*): asserts both decoded rows and the four
+    // activations' Q8_0 forms have it.
+    fn q5_0_tile_blocks(rows: [&DecRow; 2], xs: [&Act; 4]) -> usize {
+        let n = rows[0].b.len();
+        assert!(rows.iter().all(|r| r.b.len() == n && r.d.len() == n), "decoded Q5_0 rows of {n} and {} blocks", rows[1].b.len());
+        for x in xs {
+            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.f32.len() == 32 * n;
+            assert!(ok, "decoded Q5_0 rows of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        }
+        n
     }
 }
 pub use dot_q5_0::*;

@@ -108,3 +108,15 @@ pub(crate) unsafe fn decode_q5_0_avx2(row: &[u8], out: &mut DecRow) {
         out.d.extend_from_slice(&d[..wb.len()]);
     }
 }
+
+// The block count of a 2 x 4 tile (dot2x4_q5_0_*): asserts both decoded rows and the four
+// activations' Q8_0 forms have it.
+fn q5_0_tile_blocks(rows: [&DecRow; 2], xs: [&Act; 4]) -> usize {
+    let n = rows[0].b.len();
+    assert!(rows.iter().all(|r| r.b.len() == n && r.d.len() == n), "decoded Q5_0 rows of {n} and {} blocks", rows[1].b.len());
+    for x in xs {
+        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.f32.len() == 32 * n;
+        assert!(ok, "decoded Q5_0 rows of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+    }
+    n
+}

@@ -2620,6 +2620,7 @@ mod state_kv {
         pub(crate) up: Vec<f32>,     // [BATCH][n_ff] up projection
         pub(crate) acts: Vec<Act>,   // [BATCH] prepared activations of the current input
         pub(crate) logits: Vec<f32>, // [n_vocab] logits of the last token
+        pub(crate) kvf: Vec<f32>,    // [2][pos + n][kv_dim] one layer's K then V widened (attention)
     }
 
     impl RunState {
@@ -2637,6 +2638,7 @@ mod state_kv {
                 up: vec![0.0; b * cfg.n_ff],
                 acts: (0..b).map(|_| Act::new(&[], &[])).collect(),
                 logits: vec![0.0; cfg.n_vocab],
+                kvf: Vec::new(),
             }
         }
     }
@@ -2799,7 +2801,7 @@ mod forward_qwen2 {
                     rope_neox(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
                 }
                 self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
-                attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
+                attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e], &mut st.kvf);
 
                 // x += wo · att
                 prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
@@ -2913,18 +2915,20 @@ mod forward_qwen2 {
 
     /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
     /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
-    /// The layer's K and V rows up to pos + n are widened from f16 once per call (one contiguous
-    /// run each, F16C when the CPU has it); q·k sums in eight lanes folded pairwise, like ggml's f16 dot.
+    /// The layer's K and V rows up to pos + n are widened from f16 once per call into `kvf` (one
+    /// contiguous run each, F16C when the CPU has it); q·k sums in eight lanes folded pairwise, like ggml's f16 dot.
     #[allow(clippy::too_many_arguments)]
-    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32], kvf: &mut Vec<f32>) {
         use rt::half::slice::HalfFloatSliceExt;
         let (hd, kvd) = (c.head_dim, kv.kv_dim);
         let group = c.n_head / c.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
         let run = kv.at(layer, 0)..kv.at(layer, pos + att.len() / c.n_embd);
-        let (mut kf, mut vf) = (vec![0.0f32; run.len()], vec![0.0f32; run.len()]); // [pos + n][kv_dim]
-        kv.k[run.clone()].convert_to_f32_slice(&mut kf);
-        kv.v[run].convert_to_f32_slice(&mut vf);
+        kvf.resize(2 * run.len(), 0.0); // reused from call to call: [pos + n][kv_dim] K, then V
+        let (kf, vf) = kvf.split_at_mut(run.len());
+        kv.k[run.clone()].convert_to_f32_slice(kf);
+        kv.v[run].convert_to_f32_slice(vf);
+        let (kf, vf) = (&*kf, &*vf);
         par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
             let (t, h) = (task / c.n_head, task % c.n_head);
             let kvh = h / group;

@@ -52,6 +52,7 @@ pub(crate) struct RunState {
     pub(crate) up: Vec<f32>,     // [BATCH][n_ff] up projection
     pub(crate) acts: Vec<Act>,   // [BATCH] prepared activations of the current input
     pub(crate) logits: Vec<f32>, // [n_vocab] logits of the last token
+    pub(crate) kvf: Vec<f32>,    // [2][pos + n][kv_dim] one layer's K then V widened (attention)
 }
 
 impl RunState {
@@ -69,6 +70,7 @@ impl RunState {
             up: vec![0.0; b * cfg.n_ff],
             acts: (0..b).map(|_| Act::new(&[], &[])).collect(),
             logits: vec![0.0; cfg.n_vocab],
+            kvf: Vec::new(),
         }
     }
 }

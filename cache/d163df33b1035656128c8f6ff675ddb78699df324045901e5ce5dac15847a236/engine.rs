@@ -2234,8 +2234,7 @@ mod forward_qwen2 {
 
     /// Quantizes each row of `x` (`[n][cols]`) into `acts[t]` in the forms `kinds`, a token per task.
     fn prepare(pool: &Pool, acts: &mut [Act], x: &[f32], cols: usize, kinds: &[ActKind]) {
-        let pieces: Vec<std::sync::Mutex<&mut Act>> = acts.iter_mut().map(std::sync::Mutex::new).collect();
-        pool.run(pieces.len(), &|t| pieces[t].lock().unwrap_or_else(|e| e.into_inner()).set(&x[t * cols..(t + 1) * cols], kinds));
+        par_chunks_mut(pool, acts, 1, &|t, a: &mut [Act]| a[0].set(&x[t * cols..(t + 1) * cols], kinds));
     }
 
     /// `out[t][r] = w.row(r) · xs[t]`: matvec for one token, matmul for a batch.
@@ -2359,8 +2358,8 @@ mod forward_qwen2 {
 
     /// Runs `f(i, chunk_i)` over the `chunk`-sized pieces of `out` on the pool. Each piece is
     /// handed out behind its own (uncontended) lock, which keeps this safe code.
-    fn par_chunks_mut(pool: &Pool, out: &mut [f32], chunk: usize, f: &(dyn Fn(usize, &mut [f32]) + Sync)) {
-        let pieces: Vec<std::sync::Mutex<&mut [f32]>> = out.chunks_mut(chunk).map(std::sync::Mutex::new).collect();
+    fn par_chunks_mut<T: Send>(pool: &Pool, out: &mut [T], chunk: usize, f: &(dyn Fn(usize, &mut [T]) + Sync)) {
+        let pieces: Vec<std::sync::Mutex<&mut [T]>> = out.chunks_mut(chunk).map(std::sync::Mutex::new).collect();
         pool.run(pieces.len(), &|i| {
             let mut piece = pieces[i].lock().unwrap_or_else(|e| e.into_inner());
             f(i, &mut piece);

@@ -178,7 +178,8 @@ impl std::str::FromStr for Which {
     }
 }
 
-fn has_avx2() -> bool {
+/// Whether the cpu can run the `x86_64-avx2` engines (AVX2 and FMA).
+pub fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
@@ -222,8 +223,9 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
         return Ok(Box::new(CoderAvx512::load(path)?));
     }
     let avx2 = match which {
-        Which::Auto | Which::Avx512 => has_avx2() || which == Which::Avx512,
-        Which::Avx2 => true,
+        Which::Auto => has_avx2(),
+        // Avx512 gets here only for a checkpoint: AWQ has no AVX-512 engine, so the AVX2 one.
+        Which::Avx2 | Which::Avx512 => true,
         Which::Generic => false,
         Which::Cuda(arch) => {
             return Ok(match (is_checkpoint(path), arch) {

@@ -34,7 +34,7 @@ fn load_err(bytes: &[u8], name: &str, which: Which) -> String {
 
 #[test]
 fn tiny_model_generates_with_every_cpu_engine() {
-    let avx2 = common::has_avx2().then_some(Which::Avx2);
+    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
     for which in [Some(Which::Auto), avx2, Some(Which::Generic)].into_iter().flatten() {
         let mut m = load(&common::tiny_model(), which).unwrap();
         let ids = m.encode("hello world");

@@ -60,7 +60,7 @@ fn greedy_tokens_match_llama_cpp() {
 /// Auto takes the AVX-512 engine where the cpu has AVX-512 VNNI; the AVX2 one is checked too.
 #[test]
 fn avx2_engine_matches_llama_cpp_too() {
-    if !common::has_avx2() {
+    if !demo_engine::has_avx2() {
         return println!("skipped: the cpu lacks avx2/fma");
     }
     greedy_against_llama_cpp(Which::Avx2);

@@ -28,15 +28,3 @@ pub fn tiny_model() -> PathBuf {
 pub fn which() -> demo_engine::Which {
     demo_engine::Which::Auto
 }
-
-/// Whether the cpu can run the x86_64-avx2 engine (Which::Avx2).
-pub fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}

@@ -11,8 +11,11 @@
 #   LLAMA_SRC     an already-unpacked llama.cpp source tree (skips the sdist entirely)
 #   LLAMA_BUILD   an existing build dir to reuse (default: $ANCHOR_DIR/build)
 #   JOBS          parallel build jobs (default: nproc)
-#   ISA           native (default) or avx2: AVX2+FMA+F16C only, no AVX-512, for a same-ISA
-#                 comparison with hw = "x86_64-avx2" engines (use another LLAMA_BUILD dir)
+#   ISA           native (default); native-noamx: native without AMX (llama-cpp-python 0.3.36's
+#                 AMX matmul dies with SIGILL at its first tilezero on some VMs whose cpu lists
+#                 amx_int8, while AMX itself works there), which leaves llama.cpp's AVX-512 + VNNI
+#                 paths; or avx2: AVX2+FMA+F16C only, no AVX-512, for a same-ISA comparison with
+#                 hw = "x86_64-avx2" engines (use another LLAMA_BUILD dir for each)
 # Prints the bin dir on the last line. Re-running reuses the build dir (incremental).
 # Shared libraries are built (libllama.so, libggml*.so in <build>/bin) so that the Python
 # bindings shipped in the same sdist (llama_cpp/) can be used without pip-installing them:
@@ -54,8 +57,10 @@ fi
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
     case "${ISA:-native}" in
         native) isa_flags=(-DGGML_NATIVE=ON) ;;
+        native-noamx) isa_flags=(-DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+                                 "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16") ;;
         avx2) isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF) ;;
-        *) die "ISA must be native or avx2, not ${ISA}" ;;
+        *) die "ISA must be native, native-noamx or avx2, not ${ISA}" ;;
     esac
     cmake -S "$LLAMA_SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \

@@ -1,6 +1,6 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
-// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_row,
-// dot_dec2x4, dequant_row, act_kind, Act, DecRow, Pool, QMatrix, matvec, matmul and the act_quant
+// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_rows,
+// dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matmul and the act_quant
 // helpers.
 //
 // kernel_<t>:         dot_row on pseudo-random rows and activations of several lengths against
@@ -12,14 +12,17 @@
 //                     1e-6), and the dot the f64 reference dot(dequant(row), x) within the bound
 //                     of the activation's quantization error.
 // dot4_bits:          dot_row4 (where the type has a four-token kernel) against four calls of
-//                     dot_row, bitwise, for every type but Q4_K (whose four-token kernel mirrors
-//                     llama.cpp's repacked gemm and sums in another order), over the lengths of
-//                     kernel_<t> (partial groups of blocks included).
-// dec_bits:           dot_dec2x4 on rows decoded by dec_row (where the type has a tiled form)
-//                     against dot_row of each (row, token) pair, bitwise, over the same lengths.
-// matvec:             matvec and matmul against a naive loop of dot_row (dot_row4 for matmul's
-//                     groups of four tokens), for 1, 2 and 3 threads
-//                     (must be bitwise equal).
+//                     dot_row, bitwise, over the lengths of kernel_<t> (partial groups of blocks
+//                     included); for Q4_K, whose four-token kernels may mirror llama.cpp's
+//                     repacked gemm and sum in its order, bitwise dot_row or the gemm order of
+//                     gate_q4_k_gemm (an independent scalar reading of the block bytes).
+// dec_bits:           dot_dec2x4 on row pairs decoded by dec_rows (where the type has a tiled
+//                     form) against dot_row of each (row, token) pair (Q4_K: or gate_q4_k_gemm),
+//                     bitwise, over the same lengths; the decoded buffers are reused across
+//                     lengths, as matmul does.
+// matvec:             matvec and matmul against a naive loop of dot_row (for matmul's groups of
+//                     four tokens: dot_dec2x4 on the row's pair where the type has a tiled form,
+//                     else dot_row4), for 1, 2 and 3 threads (must be bitwise equal).
 // Each gate prints one line `GATE <id> key=value ...` before asserting.
 
 struct GateRng(u64);
@@ -147,6 +150,42 @@ fn gate_ref_dot(w: &[f32], xe: &[f64]) -> (f64, f64) {
         mag += (a as f64 * b).abs();
     }
     (dot, mag)
+}
+
+// Q4_K row . x in the float order of llama.cpp's repacked gemm (ggml_gemm_q4_K_8x8_q8_K), read
+// from the block bytes (d, dmin, scales[12], qs[128]): per super-block and pair p of sub-blocks
+// the exact S_p = sum sc_j (q . x_q)_j and M_p = sum m_j bsum32_j (j = 2p, 2p + 1), then
+// acc = fma(S_p, d d_x, acc), acc_m = fma(M_p, dmin d_x, acc_m); result acc - acc_m.
+fn gate_q4_k_gemm(row: &[u8], x: &Act) -> f32 {
+    let (mut acc, mut acc_m) = (0.0f32, 0.0f32);
+    for (b, y) in row.chunks_exact(144).zip(&x.q8_k) {
+        let d = fp16_to_f32(u16::from_le_bytes([b[0], b[1]])) * y.d;
+        let dmin = fp16_to_f32(u16::from_le_bytes([b[2], b[3]])) * y.d;
+        let sc = &b[4..16];
+        for p in 0..4 {
+            let (mut s, mut m) = (0i32, 0i32);
+            for j in [2 * p, 2 * p + 1] {
+                // ggml's get_scale_min_k4
+                let (scj, mj) = if j < 4 {
+                    (sc[j] & 63, sc[j + 4] & 63)
+                } else {
+                    ((sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4), (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4))
+                };
+                let q = |l: usize| (if j % 2 == 0 { b[16 + 32 * p + l] & 15 } else { b[16 + 32 * p + l] >> 4 }) as i32;
+                s += scj as i32 * (0..32).map(|l| q(l) * y.qs[32 * j + l] as i32).sum::<i32>();
+                m += mj as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+            }
+            acc = (s as f32).mul_add(d, acc);
+            acc_m = (m as f32).mul_add(dmin, acc_m);
+        }
+    }
+    acc - acc_m
+}
+
+// Whether a four-token kernel's result `v` for (row, x) is bitwise what the type's order allows:
+// dot_row, or for Q4_K also the gemm order.
+fn gate_four_token_ok(ty: GgmlType, row: &[u8], x: &Act, v: f32) -> bool {
+    v.to_bits() == dot_row(ty, row, x).to_bits() || (ty.name() == "Q4_K" && v.to_bits() == gate_q4_k_gemm(row, x).to_bits())
 }
 
 #[test]
@@ -318,9 +357,6 @@ fn gate_dot4_bits() {
     let (mut cases, mut mismatches, mut types) = (0usize, 0usize, Vec::new());
     let mut failures = Vec::new();
     for &ty in COMPILED_TYPES {
-        if ty.name() == "Q4_K" {
-            continue;
-        }
         let kind = act_kind(ty);
         let mut rng = GateRng::new(0xD074_0000 + ty.id() as u64);
         let mut has4 = false;
@@ -331,12 +367,11 @@ fn gate_dot4_bits() {
                 let Some(v) = dot_row4(ty, &row, [&xs[0], &xs[1], &xs[2], &xs[3]]) else { break };
                 has4 = true;
                 for t in 0..4 {
-                    let want = dot_row(ty, &row, &xs[t]);
                     cases += 1;
-                    if v[t].to_bits() != want.to_bits() {
+                    if !gate_four_token_ok(ty, &row, &xs[t], v[t]) {
                         mismatches += 1;
                         if failures.len() < 5 {
-                            failures.push(format!("{} n={n} rep={rep} t={t}: dot_row4 {} vs dot_row {}", gate_tag(ty), v[t], want));
+                            failures.push(format!("{} n={n} rep={rep} t={t}: dot_row4 {} vs dot_row {}", gate_tag(ty), v[t], dot_row(ty, &row, &xs[t])));
                         }
                     }
                 }
@@ -347,7 +382,7 @@ fn gate_dot4_bits() {
         }
     }
     println!("GATE dot4_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
-    assert!(failures.is_empty(), "dot_row4 differs bitwise from dot_row:\n{}", failures.join("\n"));
+    assert!(failures.is_empty(), "dot_row4 differs bitwise from dot_row (and for Q4_K from the gemm order):\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -358,24 +393,23 @@ fn gate_dec_bits() {
         let kind = act_kind(ty);
         let mut rng = GateRng::new(0xDEC2_0000 + ty.id() as u64);
         let mut has = false;
-        let mut dec = [DecRow::default(), DecRow::default()];
+        let mut dec = DecRows::default();
         for n in gate_lengths(ty) {
             for rep in 0..5 {
                 let rows = [gate_random_row(ty, n, &mut rng), gate_random_row(ty, n, &mut rng)];
                 let xs: Vec<Act> = (0..4).map(|t| Act::new(&gate_random_x(n, rep + t, &mut rng), &[kind])).collect();
-                let [d0, d1] = &mut dec;
-                if !dec_row(ty, &rows[0], d0) || !dec_row(ty, &rows[1], d1) {
+                if !dec_rows(ty, [&rows[0], &rows[1]], &mut dec) {
                     break;
                 }
                 has = true;
-                let v = dot_dec2x4(ty, [&dec[0], &dec[1]], [&xs[0], &xs[1], &xs[2], &xs[3]]);
+                let v = dot_dec2x4(ty, &dec, [&xs[0], &xs[1], &xs[2], &xs[3]]);
                 for i in 0..2 {
                     for t in 0..4 {
-                        let want = dot_row(ty, &rows[i], &xs[t]);
                         cases += 1;
-                        if v[i][t].to_bits() != want.to_bits() {
+                        if !gate_four_token_ok(ty, &rows[i], &xs[t], v[i][t]) {
                             mismatches += 1;
                             if failures.len() < 5 {
+                                let want = dot_row(ty, &rows[i], &xs[t]);
                                 failures.push(format!("{} n={n} rep={rep} row={i} t={t}: dot_dec2x4 {} vs dot_row {}", gate_tag(ty), v[i][t], want));
                             }
                         }
@@ -388,7 +422,7 @@ fn gate_dec_bits() {
         }
     }
     println!("GATE dec_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
-    assert!(failures.is_empty(), "dot_dec2x4 differs bitwise from dot_row:\n{}", failures.join("\n"));
+    assert!(failures.is_empty(), "dot_dec2x4 differs bitwise from dot_row (and for Q4_K from the gemm order):\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -411,13 +445,19 @@ fn gate_matvec() {
             let xs: Vec<Act> = (0..5).map(|c| Act::new(&gate_random_x(cols, c, &mut rng), &[kind])).collect();
             let naive: Vec<Vec<f32>> =
                 xs.iter().map(|x| (0..rows).map(|r| dot_row(ty, &data[r * row_bytes..(r + 1) * row_bytes], x)).collect()).collect();
-            // Tokens 0..4 through the four-token kernel (dot_row where the type has none); it
-            // may sum in another order than dot_row, so it is held to the dot tolerance only.
+            // Tokens 0..4 through the tiled kernel on the row's pair (an odd last row paired with
+            // itself), else the four-token kernel, else dot_row; they may sum in another order
+            // than dot_row, so they are held to the dot tolerance only.
             let mut naive4: Vec<Vec<f32>> = vec![Vec::with_capacity(rows); 4];
+            let g = [&xs[0], &xs[1], &xs[2], &xs[3]];
+            let mut dec = DecRows::default();
             for r in 0..rows {
-                let row = &data[r * row_bytes..(r + 1) * row_bytes];
-                let v = dot_row4(ty, row, [&xs[0], &xs[1], &xs[2], &xs[3]])
-                    .unwrap_or_else(|| [dot_row(ty, row, &xs[0]), dot_row(ty, row, &xs[1]), dot_row(ty, row, &xs[2]), dot_row(ty, row, &xs[3])]);
+                let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
+                let v = if dec_rows(ty, [row(r & !1), row((r | 1).min(rows - 1))], &mut dec) {
+                    dot_dec2x4(ty, &dec, g)[r & 1]
+                } else {
+                    dot_row4(ty, row(r), g).unwrap_or_else(|| g.map(|x| dot_row(ty, row(r), x)))
+                };
                 for t in 0..4 {
                     naive4[t].push(v[t]);
                 }
@@ -444,8 +484,8 @@ fn gate_matvec() {
                     let mut out = vec![f32::NAN; n_tok * rows];
                     matmul(pool, &w, &xs[..n_tok], &mut out);
                     for t in 0..n_tok {
-                        // matmul's split: tokens in groups of four with dot_row4 (where the type
-                        // has it), the last n_tok % 4 with dot_row.
+                        // matmul's split: tokens in groups of four with the tiled or four-token
+                        // kernel (where the type has one), the last n_tok % 4 with dot_row.
                         let reference = if t < n_tok - n_tok % 4 { &naive4[t] } else { &naive[t] };
                         for (a, b) in out[t * rows..(t + 1) * rows].iter().zip(reference) {
                             max_abs = max_abs.max((*a as f64 - *b as f64).abs());
@@ -473,6 +513,6 @@ fn gate_matvec() {
         }
     }
     println!("GATE matvec max_abs_err={max_abs:e} mismatches={mismatches} dot4_off={dot4_off} cases={cases}");
-    assert_eq!(mismatches, 0, "matvec/matmul differ from the naive loop of dot_row / dot_row4");
-    assert_eq!(dot4_off, 0, "dot_row4 differs from dot_row by more than 1e-5 of the output's scale");
+    assert_eq!(mismatches, 0, "matvec/matmul differ from the naive loop of dot_row / dot_dec2x4 / dot_row4");
+    assert_eq!(dot4_off, 0, "the four-token kernels differ from dot_row by more than 1e-5 of the output's scale");
 }

@@ -17,33 +17,6 @@ unsafe fn q4_0_bytes_from_nibbles_32(p: *const u8) -> __m256i {
     _mm256_and_si256(_mm256_set1_epi8(0x0F), bytes)
 }
 
-// d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
-// gathered and converted at once, times the activation's f32 scales.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4_0_scales8(w: &[BlockQ4_0], ad: &[f32]) -> __m256 {
-    let h = if w.len() >= 8 && ad.len() >= 8 {
-        let d = |k: usize| i16::from_le_bytes(w[k].d);
-        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
-    } else {
-        // A partial group: pack the scales in registers (no store-to-load forwarding stall).
-        let mut h = [0u64; 2];
-        for (k, b) in w.iter().take(8).enumerate() {
-            h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
-        }
-        _mm_set_epi64x(h[1] as i64, h[0] as i64)
-    };
-    let dx = if ad.len() >= 8 {
-        _mm256_loadu_ps(ad.as_ptr())
-    } else {
-        let m = ad.len() as i32;
-        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskload_ps(ad.as_ptr(), mask)
-    };
-    _mm256_mul_ps(f16x8_to_f32(h), dx)
-}
-
 // acc + d * (the eight i32 lane sums of block b . block y, as f32).
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -67,7 +40,7 @@ pub(crate) unsafe fn dot_q4_0_avx2(row: &[u8], x: &Act) -> f32 {
     // Eight blocks per step: their eight scale products are formed at once, then each block's
     // product is broadcast from its lane; the fma chain is in block order.
     for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        let dd = q4_0_scales8(wb, adb);
+        let dd = _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb));
         if let (Ok(wb), Ok(ab)) = (<&[BlockQ4_0; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
             // Full group: written out, with constant lane indices.
             acc = q4_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);

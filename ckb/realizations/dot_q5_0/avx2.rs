@@ -44,7 +44,7 @@ pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
     // vector ports); the fma chain is in block order.
     let mut dd = [0f32; 8];
     for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(q5_0_wscales8(wb), q5_0_xscales8(adb)));
+        _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
         for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
             let qx = q5_0_decode(b);
             let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
@@ -54,69 +54,38 @@ pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
     hsum_f32x8(acc)
 }
 
-// The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q5_0_wscales8(w: &[BlockQ5_0]) -> __m256 {
-    let h = if w.len() >= 8 {
-        let d = |k: usize| i16::from_le_bytes(w[k].d);
-        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
-    } else {
-        let mut h = [0u64; 2];
-        for (k, b) in w.iter().take(8).enumerate() {
-            h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
-        }
-        _mm_set_epi64x(h[1] as i64, h[0] as i64)
-    };
-    f16x8_to_f32(h)
-}
-
-// The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q5_0_xscales8(ad: &[f32]) -> __m256 {
-    if ad.len() >= 8 {
-        _mm256_loadu_ps(ad.as_ptr())
-    } else {
-        let m = ad.len() as i32;
-        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskload_ps(ad.as_ptr(), mask)
-    }
-}
-
-/// Decodes a Q5_0 row for dot2x4_q5_0_avx2: per block the signed quants (q5_0_decode), their
-/// magnitudes and the f32 scale (q5_0_wscales8); the buffers of `out` are reused. Requires AVX2
-/// and FMA.
+/// Decodes a Q5_0 row pair for dot2x4_q5_0_avx2. Layout: line 2k + i holds block k of row i,
+/// its signed quants (q5_0_decode) then their magnitudes; d[i * blocks + k] its f32 scale
+/// (f16x8_scales). The buffers of `out` are reused. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn decode_q5_0_avx2(row: &[u8], out: &mut DecRow) {
-    let w = q5_0_blocks(row);
+pub(crate) unsafe fn decode_q5_0_avx2(rows: [&[u8]; 2], out: &mut DecRows) {
+    let (w0, w1) = (q5_0_blocks(rows[0]), q5_0_blocks(rows[1]));
+    assert_eq!(w0.len(), w1.len(), "Q5_0 row pair of {} and {} blocks", w0.len(), w1.len());
     out.b.clear();
     out.d.clear();
-    for b in w {
+    for b in w0.iter().zip(w1).flat_map(|(b0, b1)| [b0, b1]) {
         let qx = q5_0_decode(b);
-        let mut o = DecBlock { q: [0; 32], a: [0; 32] };
-        _mm256_store_si256(o.q.as_mut_ptr() as *mut __m256i, qx);
-        _mm256_store_si256(o.a.as_mut_ptr() as *mut __m256i, _mm256_sign_epi8(qx, qx));
+        let mut o = DecLine([0; 64]);
+        _mm256_store_si256(o.0.as_mut_ptr() as *mut __m256i, qx);
+        _mm256_store_si256(o.0.as_mut_ptr().add(32) as *mut __m256i, _mm256_sign_epi8(qx, qx));
         out.b.push(o);
     }
     let mut d = [0f32; 8];
-    for wb in w.chunks(8) {
-        _mm256_storeu_ps(d.as_mut_ptr(), q5_0_wscales8(wb));
+    for wb in w0.chunks(8).chain(w1.chunks(8)) {
+        _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(wb.len(), |k| wb[k].d));
         out.d.extend_from_slice(&d[..wb.len()]);
     }
 }
 
-// The block count of a 2 x 4 tile (dot2x4_q5_0_*): asserts both decoded rows and the four
-// activations' Q8_0 forms have it.
-fn q5_0_tile_blocks(rows: [&DecRow; 2], xs: [&Act; 4]) -> usize {
-    let n = rows[0].b.len();
-    assert!(rows.iter().all(|r| r.b.len() == n && r.d.len() == n), "decoded Q5_0 rows of {n} and {} blocks", rows[1].b.len());
+// The block count of a 2 x 4 tile over a row pair decoded with `lines` lines and `scales`
+// scales per block: asserts the decoded pair and the four activations' Q8_0 forms agree on it.
+fn q5_0_tile_blocks(rows: &DecRows, xs: [&Act; 4], lines: usize, scales: usize) -> usize {
+    let n = rows.b.len() / lines;
+    assert!(rows.b.len() == lines * n && rows.d.len() == scales * n, "decoded Q5_0 row pair of {} lines and {} scales", rows.b.len(), rows.d.len());
     for x in xs {
-        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.f32.len() == 32 * n;
-        assert!(ok, "decoded Q5_0 rows of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16.len() == n && x.f32.len() == 32 * n;
+        assert!(ok, "decoded Q5_0 row pair of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
     }
     n
 }

@@ -2,16 +2,16 @@
 // tokens per call, each decoded block loaded once for the four tokens and each activation block
 // once for the two rows.
 
-/// rows[i] . xs[t] for two rows decoded by decode_q5_0_avx2 and four activations (prefill): a
+/// rows[i] . xs[t] for a row pair decoded by decode_q5_0_avx2 and four activations (prefill): a
 /// 2 x 4 register tile, each decoded block loaded once for the four tokens and each activation
 /// block once for the two rows. Per pair the float operations are those of dot_q5_0_avx2 in
 /// the same order, so result [i][t] is bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2 and
 /// FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {
-    let n = q5_0_tile_blocks(rows, xs);
-    let (r0, r1) = (rows[0], rows[1]);
+pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
+    let n = q5_0_tile_blocks(rows, xs, 2, 2);
+    let (d0, d1) = rows.d.split_at(n);
     let mut acc = [[_mm256_setzero_ps(); 4]; 2];
     // The scale products of eight blocks, parked on the stack and broadcast block by block.
     let mut dd = [[[0f32; 8]; 4]; 2];
@@ -19,19 +19,19 @@ pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f3
     let mut g = 0;
     while g < n {
         let e = (g + 8).min(n);
-        let wd0 = q5_0_xscales8(&r0.d[g..e]);
-        let wd1 = q5_0_xscales8(&r1.d[g..e]);
+        let wd0 = f32x8_head(&d0[g..e]);
+        let wd1 = f32x8_head(&d1[g..e]);
         for t in 0..4 {
-            let xd = q5_0_xscales8(&xs[t].q8_0_d[g..e]);
+            let xd = f32x8_head(&xs[t].q8_0_d[g..e]);
             _mm256_storeu_ps(dd[0][t].as_mut_ptr(), _mm256_mul_ps(wd0, xd));
             _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
         }
         for k in g..e {
-            // SAFETY (indexing): k < n, the length of every slice indexed (q5_0_tile_blocks).
-            // Aligned loads: a DecBlock is one 64-byte line, q then a.
-            let (b0, b1) = (r0.b.get_unchecked(k), r1.b.get_unchecked(k));
-            let (qx0, ax0) = (_mm256_load_si256(b0.q.as_ptr() as *const __m256i), _mm256_load_si256(b0.a.as_ptr() as *const __m256i));
-            let (qx1, ax1) = (_mm256_load_si256(b1.q.as_ptr() as *const __m256i), _mm256_load_si256(b1.a.as_ptr() as *const __m256i));
+            // SAFETY (indexing): k < n and 2k + 1 < 2n, the lengths of the slices indexed
+            // (q5_0_tile_blocks). Aligned loads: a DecLine is 64-byte aligned, q then |q|.
+            let (b0, b1) = (rows.b.get_unchecked(2 * k).0.as_ptr(), rows.b.get_unchecked(2 * k + 1).0.as_ptr());
+            let (qx0, ax0) = (_mm256_load_si256(b0 as *const __m256i), _mm256_load_si256(b0.add(32) as *const __m256i));
+            let (qx1, ax1) = (_mm256_load_si256(b1 as *const __m256i), _mm256_load_si256(b1.add(32) as *const __m256i));
             for t in 0..4 {
                 let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
                 let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));

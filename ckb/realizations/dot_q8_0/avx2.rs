@@ -8,33 +8,6 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-// d_w * d_x of blocks g..g+m (m <= 8) in eight f32 lanes (lanes >= m are 0): the weight scales
-// gathered and converted at once, times the activation's f32 scales.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_scales8(w: &[BlockQ8_0W], ad: &[f32]) -> __m256 {
-    let h = if w.len() >= 8 && ad.len() >= 8 {
-        let d = |k: usize| i16::from_le_bytes(w[k].d);
-        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
-    } else {
-        // A partial group: pack the scales in registers (no store-to-load forwarding stall).
-        let mut h = [0u64; 2];
-        for (k, b) in w.iter().take(8).enumerate() {
-            h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
-        }
-        _mm_set_epi64x(h[1] as i64, h[0] as i64)
-    };
-    let dx = if ad.len() >= 8 {
-        _mm256_loadu_ps(ad.as_ptr())
-    } else {
-        let m = ad.len() as i32;
-        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskload_ps(ad.as_ptr(), mask)
-    };
-    _mm256_mul_ps(f16x8_to_f32(h), dx)
-}
-
 // acc + d * (the eight i32 lane sums of block b . block y, as f32).
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -58,7 +31,7 @@ pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
     // Eight blocks per step: their eight scale products are formed at once, then each block's
     // product is broadcast from its lane; the fma chain is in block order.
     for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        let dd = q8_0_scales8(wb, adb);
+        let dd = _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb));
         if let (Ok(wb), Ok(ab)) = (<&[BlockQ8_0W; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
             // Full group: written out, with constant lane indices.
             acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);
@@ -76,39 +49,6 @@ pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
         }
     }
     hsum_f32x8(acc)
-}
-
-// The f32 weight scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0), as
-// q8_0_scales8 forms them before its multiplication by the activation's scales.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_wscales8(w: &[BlockQ8_0W]) -> __m256 {
-    let h = if w.len() >= 8 {
-        let d = |k: usize| i16::from_le_bytes(w[k].d);
-        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
-    } else {
-        let mut h = [0u64; 2];
-        for (k, b) in w.iter().take(8).enumerate() {
-            h[k / 4] |= (u16::from_le_bytes(b.d) as u64) << (16 * (k % 4));
-        }
-        _mm_set_epi64x(h[1] as i64, h[0] as i64)
-    };
-    f16x8_to_f32(h)
-}
-
-// The activation's f32 scales of blocks g..g+m (m <= 8) in eight lanes (lanes >= m are 0).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_xscales8(ad: &[f32]) -> __m256 {
-    if ad.len() >= 8 {
-        _mm256_loadu_ps(ad.as_ptr())
-    } else {
-        let m = ad.len() as i32;
-        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskload_ps(ad.as_ptr(), mask)
-    }
 }
 
 /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
@@ -130,12 +70,12 @@ pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
     for (g, wb) in w.chunks(8).enumerate() {
         let b0 = g * 8;
         let e = b0 + wb.len();
-        let wd = q8_0_wscales8(wb);
+        let wd = f16x8_scales(wb.len(), |k| wb[k].d);
         let dd = [
-            _mm256_mul_ps(wd, q8_0_xscales8(&d0[b0..e])),
-            _mm256_mul_ps(wd, q8_0_xscales8(&d1[b0..e])),
-            _mm256_mul_ps(wd, q8_0_xscales8(&d2[b0..e])),
-            _mm256_mul_ps(wd, q8_0_xscales8(&d3[b0..e])),
+            _mm256_mul_ps(wd, f32x8_head(&d0[b0..e])),
+            _mm256_mul_ps(wd, f32x8_head(&d1[b0..e])),
+            _mm256_mul_ps(wd, f32x8_head(&d2[b0..e])),
+            _mm256_mul_ps(wd, f32x8_head(&d3[b0..e])),
         ];
         for (k, b) in wb.iter().enumerate() {
             let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);

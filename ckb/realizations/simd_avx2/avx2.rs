@@ -1,6 +1,7 @@
 // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
-// lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, and an exact
-// eight-lane f16 -> f32 conversion.
+// lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
+// f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
+// row sums of the AVX-512 pair tiles.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -46,4 +47,51 @@ pub(crate) unsafe fn f16x8_to_f32(h: __m128i) -> __m256 {
     let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
     let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
     _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+}
+
+// The f16 scales (bits `d(k)`, k < m) of up to eight blocks as f32 in eight lanes (lanes >= m
+// are 0), converted at once.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn f16x8_scales(m: usize, d: impl Fn(usize) -> [u8; 2]) -> __m256 {
+    let h = if m >= 8 {
+        let d = |k: usize| i16::from_le_bytes(d(k));
+        _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+    } else {
+        // A partial group: pack the scales in registers (no store-to-load forwarding stall).
+        let mut h = [0u64; 2];
+        for k in 0..m {
+            h[k / 4] |= (u16::from_le_bytes(d(k)) as u64) << (16 * (k % 4));
+        }
+        _mm_set_epi64x(h[1] as i64, h[0] as i64)
+    };
+    f16x8_to_f32(h)
+}
+
+// The first min(8, v.len()) values of v in eight f32 lanes (lanes past them are 0).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn f32x8_head(v: &[f32]) -> __m256 {
+    if v.len() >= 8 {
+        _mm256_loadu_ps(v.as_ptr())
+    } else {
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(v.len() as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskload_ps(v.as_ptr(), mask)
+    }
+}
+
+// Lanes 0..8 and lanes 8..16 of four 512-bit accumulators, each eight summed as hsum_f32x8
+// does: [low halves, high halves] (the two rows of an AVX-512 pair tile, four tokens).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(crate) unsafe fn hsum_halves4(acc: [__m512; 4]) -> [[f32; 4]; 2] {
+    let mut out = [[0f32; 4]; 2];
+    for (t, a) in acc.into_iter().enumerate() {
+        out[0][t] = hsum_f32x8(_mm512_castps512_ps256(a));
+        out[1][t] = hsum_f32x8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))));
+    }
+    out
 }

@@ -338,16 +338,16 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "}}");
     s.push('\n');
     let tiled: Vec<_> = types.iter().filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k)| (n, *u, d, k))).collect();
-    let _ = writeln!(s, "/// Decodes one weight row of type `ty` into `out` for `dot_dec2x4` (the type's tiled prefill");
-    let _ = writeln!(s, "/// form: the row is decoded once for all tokens); false when the type has none.");
-    let _ = writeln!(s, "pub(crate) fn dec_row(ty: GgmlType, row: &[u8], out: &mut DecRow) -> bool {{");
+    let _ = writeln!(s, "/// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled");
+    let _ = writeln!(s, "/// prefill form: the pair is decoded once for all tokens); false when the type has none.");
+    let _ = writeln!(s, "pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {{");
     if tiled.is_empty() {
-        let _ = writeln!(s, "    let _ = (ty, row, out); // no compiled type has a tiled kernel");
+        let _ = writeln!(s, "    let _ = (ty, rows, out); // no compiled type has a tiled kernel");
         let _ = writeln!(s, "    false");
     } else {
         let _ = writeln!(s, "    match ty {{");
         for (n, is_unsafe, dec, _) in &tiled {
-            write_arm(&mut s, n, *is_unsafe, &format!("{dec}(row, out)"), false);
+            write_arm(&mut s, n, *is_unsafe, &format!("{dec}(rows, out)"), false);
         }
         let _ = writeln!(s, "        _ => return false,");
         let _ = writeln!(s, "    }}");
@@ -355,10 +355,10 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     }
     let _ = writeln!(s, "}}");
     s.push('\n');
-    let _ = writeln!(s, "/// Two rows of type `ty` decoded by `dec_row` · four prepared activations (a 2 x 4 tile);");
+    let _ = writeln!(s, "/// A row pair of type `ty` decoded by `dec_rows` · four prepared activations (a 2 x 4 tile);");
     let _ = writeln!(s, "/// panics for a type without a tiled kernel.");
     let _ = writeln!(s, "#[inline]");
-    let _ = writeln!(s, "pub(crate) fn dot_dec2x4(ty: GgmlType, rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2] {{");
+    let _ = writeln!(s, "pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {{");
     if tiled.is_empty() {
         let _ = writeln!(s, "    let _ = (rows, xs);");
     }

@@ -331,8 +331,8 @@ pub fn review_slot(slot: &Slot, code: &str, contract: Option<&Contract>) -> Vec<
         extra.push(format!("pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"));
     }
     if let Some((d, k)) = &slot.entry_tile {
-        extra.push(format!("pub(crate) {unsafe_kw}fn {d}(row: &[u8], out: &mut DecRow)"));
-        extra.push(format!("pub(crate) {unsafe_kw}fn {k}(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2]"));
+        extra.push(format!("pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; 2], out: &mut DecRows)"));
+        extra.push(format!("pub(crate) {unsafe_kw}fn {k}(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]"));
     }
     review::review_section(&slot.id, code, contract, allow, &extra)
 }

@@ -40,8 +40,8 @@ pub struct Slot {
     /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
     /// (unsafe exactly when `entry` is).
     pub entry4: Option<String>,
-    /// For dot kernels with a tiled prefill form: the row decoder (`dec_row`) and the 2 x 4
-    /// kernel on decoded rows (`dot_dec2x4`), unsafe exactly when `entry` is.
+    /// For dot kernels with a tiled prefill form: the row-pair decoder (`dec_rows`) and the 2 x 4
+    /// kernel on a decoded pair (`dot_dec2x4`), unsafe exactly when `entry` is.
     pub entry_tile: Option<(String, String)>,
     /// Filled by the LLM implementer (a gap in the CKB, or every contract slot with
     /// `generator = "llm"`); `variants` then names the one variant a proposal would add.

@@ -75,13 +75,13 @@ pub struct RealizationRef {
     /// (`fn(row: &[u8], xs: [&Act; 4]) -> [f32; 4]`); unsafe exactly when `entry` is.
     #[serde(default)]
     pub entry4: Option<String>,
-    /// For dot kernels with a tiled prefill form: the row decoder the dispatch's `dec_row` calls
-    /// (`fn(row: &[u8], out: &mut DecRow)`), given together with `entry2x4`; unsafe exactly
-    /// when `entry` is.
+    /// For dot kernels with a tiled prefill form: the row-pair decoder the dispatch's `dec_rows`
+    /// calls (`fn(rows: [&[u8]; 2], out: &mut DecRows)`), given together with `entry2x4`; unsafe
+    /// exactly when `entry` is.
     #[serde(default)]
     pub entry_dec: Option<String>,
-    /// The 2-row x 4-token kernel on decoded rows the dispatch's `dot_dec2x4` calls
-    /// (`fn(rows: [&DecRow; 2], xs: [&Act; 4]) -> [[f32; 4]; 2]`); unsafe exactly when `entry` is.
+    /// The 2-row x 4-token kernel on a decoded row pair the dispatch's `dot_dec2x4` calls
+    /// (`fn(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]`); unsafe exactly when `entry` is.
     #[serde(default)]
     pub entry2x4: Option<String>,
 }

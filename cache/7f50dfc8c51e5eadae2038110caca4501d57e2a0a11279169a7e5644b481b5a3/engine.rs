@@ -643,22 +643,19 @@ mod act_quant {
         }
     }
 
-    /// One 32-value weight block decoded for the tiled prefill kernels: its signed 8-bit quants
-    /// (value order, w[j] = d * q[j]) and their magnitudes, in one 64-byte line.
+    /// One 64-byte line of a decoded weight row pair; what its bytes hold is the decoder's layout.
     #[repr(C, align(64))]
     #[derive(Clone, Copy, Debug)]
-    pub(crate) struct DecBlock {
-        pub(crate) q: [i8; 32],
-        pub(crate) a: [u8; 32], // |q[j]|
-    }
+    pub(crate) struct DecLine(pub(crate) [u8; 64]);
 
-    /// A weight row decoded once for the tiled prefill kernels (`dec_row` / `dot_dec2x4` in the
-    /// dispatch), so a row tile is decoded once for all tokens instead of once per group of tokens.
-    /// Filled by a weight type's decoder; the buffers are reused from row to row.
+    /// Two weight rows decoded together, once, for the tiled prefill kernels (`dec_rows` /
+    /// `dot_dec2x4` in the dispatch), so a row pair is decoded once for all tokens instead of once
+    /// per group of tokens. Filled by a weight type's decoder in its own layout (documented beside
+    /// the decoder); the buffers are reused from pair to pair.
     #[derive(Clone, Debug, Default)]
-    pub(crate) struct DecRow {
-        pub(crate) b: Vec<DecBlock>, // [blocks]
-        pub(crate) d: Vec<f32>,      // [blocks] the weight scales as f32
+    pub(crate) struct DecRows {
+        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][2 rows] for Q5_0 AVX2
+        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][2 rows] (may be empty)
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -669,6 +666,7 @@ mod act_quant {
         pub(crate) bf16: Vec<f32>,        // [n] x rounded to bf16 (as f32) when BF16 is asked, else empty
         pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
         pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
+        pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
         pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
     }
 
@@ -691,6 +689,7 @@ mod act_quant {
             self.bf16.clear();
             self.q8_0.clear();
             self.q8_0_d.clear();
+            self.q8_0_neg16.clear();
             self.q8_k.clear();
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -703,6 +702,9 @@ mod act_quant {
                 self.q8_0.resize(n / 32, BlockQ8_0::ZERO);
                 quantize_row_q8_0(x, &mut self.q8_0);
                 self.q8_0_d.extend(self.q8_0.iter().map(|b| fp16_to_f32(b.d)));
+                // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
+                let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
+                self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
             }
             if kinds.contains(&ActKind::Q8K) {
                 assert!(n % 256 == 0, "Q8_K activation of length {n}, not a multiple of 256");

@@ -14,7 +14,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 MODEL="${MODEL:-$ROOT/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
-TINY="$ROOT/tests/fixtures/tiny-qwen2.gguf"
+TINY="$ROOT/ckb/gates/fixtures/tiny-qwen2.gguf"
 fail=0
 
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader || echo "device-check: nvidia-smi failed" >&2

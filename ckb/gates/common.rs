@@ -3,11 +3,12 @@
 // through `use super::*`.
 
 /// The tiny fixture model of this engine's format: the synthetic qwen2 GGUF, or the synthetic
-/// AWQ checkpoint for safetensors engines (both made by committed scripts under tests/).
+/// AWQ checkpoint for safetensors engines (both made by the committed scripts beside them in
+/// the ckb's gates/fixtures/, so a gate never depends on the directory a build runs from).
 pub(crate) fn gate_tiny_model() -> std::path::PathBuf {
-    let fixtures = std::env::var("METAINFER_FIXTURES").expect("METAINFER_FIXTURES names tests/fixtures");
+    let gates = std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names the ckb's gates/ directory");
     let name = if MODEL_FORMAT == "safetensors" { "tiny-qwen2-awq" } else { "tiny-qwen2.gguf" };
-    std::path::PathBuf::from(fixtures).join(name)
+    std::path::PathBuf::from(gates).join("fixtures").join(name)
 }
 
 /// The engine on `model`, or None after printing `GATE <gate> skipped reason=...` where a CUDA

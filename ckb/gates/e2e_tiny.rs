@@ -1,7 +1,7 @@
 // Gate e2e_tiny: the engine's logits on the synthetic tiny qwen2 model against the float64
 // numpy reference, per position, and its greedy continuation against the reference's.
-// GGUF engines load tests/fixtures/tiny-qwen2.gguf (reference ckb/gates/reference/qwen2_ref.py,
-// vectors tiny_qwen2_*.txt); safetensors engines the AWQ checkpoint tests/fixtures/tiny-qwen2-awq
+// GGUF engines load ckb/gates/fixtures/tiny-qwen2.gguf (reference ckb/gates/reference/qwen2_ref.py,
+// vectors tiny_qwen2_*.txt); safetensors engines the AWQ checkpoint ckb/gates/fixtures/tiny-qwen2-awq
 // (reference qwen2_awq_ref.py, which unpacks AutoAWQ's packing itself; vectors
 // tiny_qwen2_awq_*.txt). Compiled inside the candidate engine crate.
 

@@ -15,7 +15,7 @@ fn gate_tok_dir(var: &str, default: &str) -> std::path::PathBuf {
 }
 
 // The tiny fixture of this engine's model format is gate_tiny_model() (ckb/gates/common.rs); both
-// carry the same cut-down Qwen tokenizer (tests/fixtures/make_tiny_qwen2_awq.py writes the GGUF's
+// carry the same cut-down Qwen tokenizer (ckb/gates/fixtures/make_tiny_qwen2_awq.py writes the GGUF's
 // vocab as tokenizer.json).
 fn gate_tok_cases(path: &std::path::Path) -> Vec<(String, Vec<u32>)> {
     let text = std::fs::read_to_string(path)

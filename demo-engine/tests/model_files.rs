@@ -83,10 +83,10 @@ fn truncated_and_garbage_files_are_format_errors() {
     assert!(msg.contains("does-not-exist.gguf"), "{msg}");
 }
 
-// ---- Hugging Face AWQ checkpoints (tests/fixtures/tiny-qwen2-awq) -------------------------
+// ---- Hugging Face AWQ checkpoints (ckb/gates/fixtures/tiny-qwen2-awq) -------------------------
 
 fn awq_dir() -> std::path::PathBuf {
-    common::root().join("tests/fixtures/tiny-qwen2-awq")
+    common::root().join("ckb/gates/fixtures/tiny-qwen2-awq")
 }
 
 /// A copy of the tiny AWQ checkpoint under target/test-model-files/<name>/, with `edit` applied

@@ -126,6 +126,9 @@ impl Engine {
         }
         let ckb = Ckb::load(Ckb::default_root()).map_err(|e| self.context(e.into()))?;
         let ctx = BuildContext::from_env().map_err(|e| self.context(e))?;
+        // cargo shows a build script's stderr only when it fails: generation progress also
+        // goes to the terminal.
+        crate::progress::also_to_terminal();
         let emitted = self.emit_to(Path::new(&out_dir), &ckb, &ctx)?;
         for f in &emitted.consumed {
             println!("cargo:rerun-if-changed={}", f.display());

@@ -67,9 +67,43 @@ impl BuildContext {
 
 /// The verified entry for `c`: a cache hit, or (mode permitting) a freshly generated entry
 /// whose gates passed, written atomically. In `auto` mode a stale hit is used as is;
-/// `metainfer prepare` regenerates it.
+/// `cargo metainfer prepare` regenerates it.
 pub fn ensure(c: &Constraints, ckb: &Ckb, ctx: &BuildContext) -> Result<Entry, BuildError> {
-    ensure_with(c, ckb, ctx, || chain::run(c, ckb, &ctx.chain_options()?))
+    ensure_with(c, ckb, ctx, || {
+        if let Some(off) = feature_needed(c, ckb)? {
+            return Err(ChainError::FeatureOff(off));
+        }
+        chain::run(c, ckb, &ctx.chain_options()?)
+    })
+}
+
+/// A cargo feature that generating `c` needs and this build of the generator lacks: the LLM
+/// client for `generator = "llm"` (or `"auto"` where the ckb leaves gaps), NVRTC for a cuda
+/// `hw`. A cache hit needs neither, so this is checked only before generating.
+pub fn feature_needed(c: &Constraints, ckb: &Ckb) -> Result<Option<crate::error::FeatureOff>, ChainError> {
+    use crate::constraints::Generator;
+    if !cfg!(feature = "llm") && c.generator != Generator::Ckb {
+        let gaps = chain::llm_slots(c, ckb)?;
+        if !gaps.is_empty() {
+            return Ok(Some(crate::error::FeatureOff {
+                key: "generator",
+                feature: "llm",
+                why: format!(
+                    "generator = \"{}\" asks an llm for slot(s) {}, and the llm client (ureq with TLS) is built only with the `llm` feature",
+                    c.generator.as_str(),
+                    gaps.join(", ")
+                ),
+            }));
+        }
+    }
+    if !cfg!(feature = "cuda") && ckb.targets.get(&c.hw).is_some_and(|t| t.kind == crate::ckb::TargetKind::Cuda) {
+        return Ok(Some(crate::error::FeatureOff {
+            key: "hw",
+            feature: "cuda",
+            why: format!("hw = \"{}\" compiles its kernels with NVRTC, which is loaded only with the `cuda` feature", c.hw),
+        }));
+    }
+    Ok(None)
 }
 
 /// [`ensure`] with the generator given (tests stand in for the chain).
@@ -95,11 +129,13 @@ pub fn ensure_with(
         });
     }
     if ctx.progress {
-        eprintln!(
-            "metainfer: generating engine {key} for {} ({} implementer)…",
+        crate::progress::line(&format!(
+            "metainfer: generating engine {key} for {} ({} implementer); this takes a few minutes \
+             (about 3 on 2 cores with a warm cargo cache: the candidate compiles in release mode, then \
+             its gates run); later builds use the cache entry",
             c.summary(),
             c.generator.as_str()
-        );
+        ));
     }
     let candidate = generate().map_err(|source| BuildError::Chain {
         key: key.clone(),
@@ -127,10 +163,10 @@ pub fn ensure_with(
         ctx.cache.write(c, &digest, &candidate)?
     };
     if ctx.progress {
-        eprintln!(
+        crate::progress::line(&format!(
             "metainfer: wrote {}",
             display_path(&entry.dir, &ctx.workspace_root)
-        );
+        ));
     }
     Ok(entry)
 }

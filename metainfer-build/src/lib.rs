@@ -1,7 +1,12 @@
 //! metainfer-build is the MetaInfer generator: it turns typed constraints into a verified
 //! inference engine, cached under the blake3 hash of the constraints, and exposes that engine
 //! to Rust code through the `#[metainfer::engine]` macro (via `metainfer-macros`), a build.rs
-//! API, and the `metainfer` CLI.
+//! API, and the `cargo metainfer` CLI (the `metainfer-cli` crate).
+//!
+//! Features: none by default, so the proc-macro stays light. `llm` adds the LLM implementer's
+//! HTTP client (ureq with TLS) for `generator = "llm" | "auto"`; `cuda` loads NVRTC to compile
+//! the kernels of cuda engines. A miss that needs one of them while it is off fails with
+//! [`error::FeatureOff`] on the constraint's key; a cache hit needs neither.
 //!
 //! The path every entry point takes is [`ensure()`]:
 //!
@@ -21,11 +26,12 @@
 //! - [`cache`], [`manifest`]: cache entries, their verification and atomic writes;
 //! - [`mode`]: `METAINFER_MODE` (auto, offline, refresh);
 //! - [`nvrtc`]: CUDA C → PTX with NVRTC, loaded at run time (the `nvrtc` gate, CUDA engines);
+//! - [`progress`]: the lines a user sees while an engine is generated;
 //! - [`chain`]: plan → implement → review → verify → consolidate;
 //! - [`ensure`](mod@ensure): lookup, generation, write;
 //! - [`attr`], [`expand`]: the attribute macro's parsing and expansion;
 //! - [`build_api`]: `Engine::new("Coder").model("qwen2")….emit()` for build scripts;
-//! - [`scan`]: finding the engines a workspace references (for `metainfer prepare`);
+//! - [`scan`]: finding the engines a workspace references (for `cargo metainfer prepare`);
 //! - [`workspace`]: locating the workspace root and showing paths relative to it;
 //! - [`error`]: [`BuildError`], the error of the entry points.
 
@@ -43,6 +49,7 @@ pub mod llm;
 pub mod manifest;
 pub mod mode;
 pub mod nvrtc;
+pub mod progress;
 pub mod scan;
 pub mod workspace;
 

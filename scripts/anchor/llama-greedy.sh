@@ -16,7 +16,7 @@ die() { echo "llama-greedy: error: $*" >&2; exit 1; }
 [[ -f "$BUILD/bindings-path.txt" ]] || die "no $BUILD/bindings-path.txt; re-run scripts/anchor/build-llama-cpp.sh"
 export PYTHONPATH="$(cat "$BUILD/bindings-path.txt")${PYTHONPATH:+:$PYTHONPATH}"
 export LLAMA_CPP_LIB_PATH="$BUILD/bin"
-PY="$REPO_ROOT/scripts/anchor/llama_greedy.py"
+PY="$REPO_ROOT/ckb/gates/reference/llama_greedy.py"
 if [[ "${1:-}" == "--record" ]]; then
     shift
     [[ $# -ge 4 ]] || die "usage: $0 --record MODEL N OUT PROMPT..."

@@ -11,7 +11,7 @@ Usage:
   python3 qwen2_awq_ref.py DIR --greedy 8
   python3 qwen2_awq_ref.py DIR --gate-vectors OUT_DIR   # OUT_DIR/tiny_qwen2_awq_{logits,greedy}.txt
 Gate files:
-  python3 ckb/gates/reference/qwen2_awq_ref.py tests/fixtures/tiny-qwen2-awq --gate-vectors ckb/gates/vectors
+  python3 ckb/gates/reference/qwen2_awq_ref.py ckb/gates/fixtures/tiny-qwen2-awq --gate-vectors ckb/gates/vectors
 Needs: numpy (and gguf, which qwen2_ref.py imports).
 """
 import argparse
@@ -119,7 +119,7 @@ def main():
     ids = [int(s) for s in a.ids.split(",")] if a.ids else qwen2_ref.DEFAULT_IDS
     m = AwqModel(a.model)
     if a.gate_vectors:
-        cmd = "python3 ckb/gates/reference/qwen2_awq_ref.py tests/fixtures/tiny-qwen2-awq " \
+        cmd = "python3 ckb/gates/reference/qwen2_awq_ref.py ckb/gates/fixtures/tiny-qwen2-awq " \
               f"--ids {','.join(map(str, ids))} --gate-vectors ckb/gates/vectors"
         qwen2_ref.write_gate_vectors(m, ids, a.gate_vectors, cmd, prefix="tiny_qwen2_awq",
                                      script="qwen2_awq_ref.py", how="AWQ unpacked and dequantized here")

@@ -160,7 +160,7 @@ def main():
     ids = [int(s) for s in a.ids.split(",")] if a.ids else DEFAULT_IDS
     m = Model(a.model)
     if a.gate_vectors:
-        cmd = "python3 ckb/gates/reference/qwen2_ref.py tests/fixtures/tiny-qwen2.gguf " \
+        cmd = "python3 ckb/gates/reference/qwen2_ref.py ckb/gates/fixtures/tiny-qwen2.gguf " \
               f"--ids {','.join(map(str, ids))} --gate-vectors ckb/gates/vectors"
         write_gate_vectors(m, ids, a.gate_vectors, cmd)
         return

@@ -21,7 +21,7 @@ pub fn real_model() -> Option<PathBuf> {
 }
 
 pub fn tiny_model() -> PathBuf {
-    root().join("tests/fixtures/tiny-qwen2.gguf")
+    root().join("ckb/gates/fixtures/tiny-qwen2.gguf")
 }
 
 /// The engine this machine runs best.

@@ -109,7 +109,7 @@ impl<'a> LlmSession<'a> {
 
     fn say(&self, msg: impl AsRef<str>) {
         if self.progress {
-            eprintln!("metainfer: llm: {}", msg.as_ref());
+            crate::progress::line(&format!("metainfer: llm: {}", msg.as_ref()));
         }
     }
 
@@ -141,7 +141,7 @@ impl<'a> LlmSession<'a> {
         let result = self.client.chat(&req, &mut |piece| {
             streamed += piece.len();
             if progress && streamed % 2048 < piece.len() {
-                eprintln!("metainfer: llm:   … {role} {slot}: {streamed} bytes so far");
+                crate::progress::line(&format!("metainfer: llm:   … {role} {slot}: {streamed} bytes so far"));
             }
         });
         let elapsed_ms = t0.elapsed().as_millis() as u64;

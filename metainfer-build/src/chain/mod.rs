@@ -23,7 +23,8 @@ use std::path::PathBuf;
 /// Where the chain may work.
 #[derive(Debug, Clone)]
 pub struct ChainOptions {
-    /// The workspace whose `tests/fixtures` and `Cargo.lock` the verifier uses.
+    /// The workspace the build belongs to (paths in messages are shown relative to it). The
+    /// chain reads nothing from it: gates, fixtures and the lock file come with the generator.
     pub workspace_root: PathBuf,
     /// Scratch crates live in `<scratch_dir>/<key>/`, their shared target dir in
     /// `<scratch_dir>/target/`.
@@ -85,6 +86,8 @@ pub enum ChainError {
     Verify(String),
     #[error("llm: {0}")]
     Llm(String),
+    #[error(transparent)]
+    FeatureOff(crate::error::FeatureOff),
     #[error(
         "llm: gave up on slot `{slot}` after {rounds} round(s): {why}; nothing was cached{}\nlast feedback to the implementer:\n{last_feedback}",
         if .transcript.is_empty() { String::new() } else { format!(" (transcript kept in {})", .transcript) }
@@ -94,35 +97,26 @@ pub enum ChainError {
 
 /// The plan for `c` (its key and canonical constraints baked in).
 fn plan_for(c: &Constraints, ckb: &Ckb) -> Result<plan::Plan, ChainError> {
-    let (key, canonical) = (c.key(), c.canonical_toml());
-    plan::plan(&plan_input(c, &key, &canonical), ckb)
+    plan::plan(c, ckb)
 }
 
-fn plan_input<'a>(c: &'a Constraints, key: &'a str, canonical: &'a str) -> plan::PlanInput<'a> {
-    plan::PlanInput {
-        key,
-        canonical,
-        model: c.model.as_str(),
-        hw: c.hw.as_str(),
-        quant: c.quant.as_str(),
-        max_seq: c.max_seq,
-        features: c.features.iter().map(|f| f.as_str().to_string()).collect(),
-        generator: c.generator.as_str(),
-    }
+/// The slots of `c`'s plan that the LLM implementer would fill (empty with `generator = "ckb"`).
+pub fn llm_slots(c: &Constraints, ckb: &Ckb) -> Result<Vec<String>, ChainError> {
+    Ok(plan_for(c, ckb)?.slots.iter().filter(|s| s.llm).map(|s| s.id.clone()).collect())
 }
 
 /// Plans and implements the engine for `c`: the slots' code and the assembled `engine.rs`.
 pub fn implement_engine(c: &Constraints, ckb: &Ckb, progress: bool) -> Result<(plan::Plan, Vec<SlotCode>, String), ChainError> {
     let plan = plan_for(c, ckb)?;
     if progress {
-        eprintln!(
+        crate::progress::line(&format!(
             "metainfer: plan: {} slots for model={} hw={} quant={} ({} tensor types)",
             plan.slots.len(),
             plan.family.family,
             plan.target.id,
             plan.quant,
             plan.tensor_types.len()
-        );
+        ));
     }
     let mut implementer = CkbImplementer { ckb };
     let mut codes = Vec::with_capacity(plan.slots.len());
@@ -132,7 +126,7 @@ pub fn implement_engine(c: &Constraints, ckb: &Ckb, progress: bool) -> Result<(p
     for slot in &plan.slots {
         let code = implementer.implement(&plan, slot, None)?;
         if progress {
-            eprintln!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer);
+            crate::progress::line(&format!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer));
         }
         codes.push(code);
     }
@@ -215,10 +209,10 @@ pub fn gate_ids(plan: &plan::Plan, ckb: &Ckb) -> Vec<String> {
 fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan, kernels: Vec<(String, Vec<u8>)>) -> verify::Scratch<'a> {
     let key = &plan.key;
     let mut rt_features = vec!["server"];
-    if plan.format == "safetensors" {
+    if plan.format == crate::ckb::Format::Safetensors {
         rt_features.push("hf");
     }
-    if plan.target.kind == "cuda" {
+    if plan.target.kind == crate::ckb::TargetKind::Cuda {
         rt_features.push("cuda");
     }
     verify::Scratch {
@@ -226,7 +220,6 @@ fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan, kernels:
         kernels,
         dir: opts.scratch_dir.join(&key[..16.min(key.len())]),
         target_dir: opts.scratch_dir.join("target"),
-        workspace_root: &opts.workspace_root,
         ckb,
     }
 }
@@ -239,7 +232,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
     let plan = plan_for(c, ckb)?;
     let llm_slots: Vec<usize> = plan.slots.iter().enumerate().filter(|(_, s)| s.llm).map(|(i, _)| i).collect();
     if opts.progress {
-        eprintln!(
+        crate::progress::line(&format!(
             "metainfer: plan: {} slots for model={} hw={} quant={} ({} tensor types), {} for the llm",
             plan.slots.len(),
             plan.family.family,
@@ -247,7 +240,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             plan.quant,
             plan.tensor_types.len(),
             llm_slots.len()
-        );
+        ));
     }
     let mut ckb_impl = CkbImplementer { ckb };
     let mut chosen: Vec<Option<SlotCode>> = vec![None; plan.slots.len()];
@@ -255,7 +248,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
         if !slot.llm {
             let code = ckb_impl.implement(&plan, slot, None)?;
             if opts.progress {
-                eprintln!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer);
+                crate::progress::line(&format!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer));
             }
             chosen[i] = Some(code);
         }
@@ -294,13 +287,13 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
         return Err(ChainError::Review(problems));
     }
     if opts.progress {
-        eprintln!("metainfer: review: {} sections match their contracts and the code policy", codes.len());
+        crate::progress::line(&format!("metainfer: review: {} sections match their contracts and the code policy", codes.len()));
     }
     let gates = gate_ids(&plan, ckb);
     let verdict = verify::verify(&scratch, &engine, &gates, opts.progress)?;
     if opts.progress {
         for g in &verdict.gates {
-            eprintln!("metainfer: verify: gate {:<12} {}", g.id, g.status);
+            crate::progress::line(&format!("metainfer: verify: gate {:<12} {}", g.id, g.status));
         }
     }
     let mut transcript = consolidate::transcript(&plan, &codes, &problems, &verdict);
@@ -329,7 +322,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             match consolidate::write_proposal(ckb, &plan, &plan.slots[i], &codes[i], &p) {
                 Ok(dir) => {
                     if opts.progress {
-                        eprintln!("metainfer: consolidate: proposal {} (adopt it with `metainfer ckb adopt`)", dir.display());
+                        crate::progress::line(&format!("metainfer: consolidate: proposal {} (adopt it with `cargo metainfer ckb adopt`)", dir.display()));
                     }
                     proposals.push(dir);
                 }

@@ -36,7 +36,6 @@ pub struct Verdict {
 pub struct Scratch<'a> {
     pub dir: PathBuf,
     pub target_dir: PathBuf,
-    pub workspace_root: &'a Path,
     pub ckb: &'a Ckb,
     /// Features of metainfer-rt the engine needs (`server` always, for the server gate;
     /// `hf` for engines that load Hugging Face checkpoints).
@@ -46,9 +45,17 @@ pub struct Scratch<'a> {
     pub kernels: Vec<(String, Vec<u8>)>,
 }
 
-/// The path of the `metainfer-rt` crate the candidate is compiled against.
+/// The path of the `metainfer-rt` crate the candidate is compiled against: the one beside this
+/// generator, never one found from the workspace a build runs in.
 pub fn rt_crate_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("metainfer-rt")
+}
+
+/// The lock file the candidate crate starts from: the generator's own (its dependency versions
+/// are the ones this generator was tested with), so a build resolves nothing new and needs no
+/// network when the user's machine has built metainfer before.
+pub fn generator_lock() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("Cargo.lock")
 }
 
 /// Compiles `engine_rs` with the gates `gate_ids` and runs them.
@@ -112,20 +119,66 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
     write_if_changed(&s.dir.join("Cargo.toml"), &manifest)?;
     write_if_changed(&s.dir.join("src/engine.rs"), engine_rs)?;
     write_if_changed(&s.dir.join("src/lib.rs"), &lib)?;
-    let lock = s.workspace_root.join("Cargo.lock");
+    let lock = generator_lock();
     if lock.exists() && !s.dir.join("Cargo.lock").exists() {
         let _ = std::fs::copy(&lock, s.dir.join("Cargo.lock"));
     }
 
+    if progress {
+        crate::progress::line(&format!(
+            "metainfer: verify: compiling the candidate (release) with gates {} in {}",
+            run.join(", "),
+            s.dir.display()
+        ));
+    }
+    let mut out = run_cargo(s, compiled, run, true, progress)?;
+    let net_off = std::env::var("CARGO_NET_OFFLINE").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if !out.success && !out.ran_tests && !net_off && needs_network(&out.stderr) {
+        // The generator's lock names crates this machine has not downloaded yet (a first build
+        // elsewhere): fetch them once, with the versions the lock pins.
+        if progress {
+            crate::progress::line("metainfer: verify: some locked crates are not in the local cargo cache; fetching them (cargo without --offline)");
+        }
+        out = run_cargo(s, compiled, run, false, progress)?;
+    }
+    if !out.success && !out.ran_tests {
+        return Err(ChainError::Compile { log: tail(&out.stderr, 12_000) });
+    }
+    let gates = parse_gate_output(&out.stdout, run);
+    let passed = out.success && gates.iter().all(|g| g.status != "fail");
+    Ok(Verdict { gates, passed, log: tail(&format!("{}\n{}", out.stdout, out.stderr), 12_000) })
+}
+
+/// What one `cargo test` of the scratch crate printed.
+struct CargoRun {
+    success: bool,
+    ran_tests: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Whether cargo failed because `--offline` kept it from a crate it does not have.
+fn needs_network(stderr: &str) -> bool {
+    stderr.contains("--offline") || stderr.contains("offline mode")
+}
+
+/// Runs `cargo test` on the scratch crate, reading its output as it comes so that progress
+/// (crates compiled, each gate test as it starts) reaches the user during a long build.
+fn run_cargo(s: &Scratch<'_>, compiled: &[String], run: &[String], offline: bool, progress: bool) -> Result<CargoRun, ChainError> {
+    use std::io::BufRead;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&s.dir)
-        .args(["test", "--release", "--offline", "--lib", "--", "--nocapture", "--test-threads=1"])
+        .args(["test", "--release", "--lib"])
+        .args(offline.then_some("--offline"))
+        .args(["--", "--nocapture", "--test-threads=1"])
         .args(run.iter().filter(|_| run.len() < compiled.len()).map(|g| format!("gate_{g}::")))
         .env("CARGO_TARGET_DIR", &s.target_dir)
         .env("METAINFER_GATE_DATA", s.ckb.root.join("gates"))
         .env("RUST_BACKTRACE", "0")
-        .env("METAINFER_FIXTURES", s.workspace_root.join("tests").join("fixtures"));
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     // The outer build's variables would confuse the inner cargo (jobserver, package identity).
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().to_string();
@@ -142,19 +195,49 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
     } else {
         cmd.env_remove("METAINFER_REAL_MODEL");
     }
-    if progress {
-        eprintln!("metainfer: verify: compiling the candidate with gates {} in {}", run.join(", "), s.dir.display());
+    let mut child = cmd.spawn().map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
+    let err_pipe = child.stderr.take().expect("stderr is piped");
+    let err_thread = std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut crates = 0usize;
+        for line in std::io::BufReader::new(err_pipe).lines().map_while(Result::ok) {
+            let t = line.trim_start();
+            if let Some(what) = t.strip_prefix("Compiling ") {
+                crates += 1;
+                if progress && what.starts_with("metainfer-candidate-") {
+                    crate::progress::line(&format!("metainfer: verify: compiling the candidate engine itself ({crates} crates so far)"));
+                } else if progress && crates % 20 == 0 {
+                    crate::progress::line(&format!("metainfer: verify: compiled {crates} crates (dependencies of the candidate)"));
+                }
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let mut stdout = String::new();
+    let (mut started, mut total) = (0usize, 0usize);
+    let t0 = std::time::Instant::now();
+    for line in std::io::BufReader::new(child.stdout.take().expect("stdout is piped")).lines().map_while(Result::ok) {
+        if let Some(n) = line.strip_prefix("running ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()) {
+            total = n;
+            if progress {
+                crate::progress::line(&format!("metainfer: verify: compiled in {:.0} s; running {n} gate tests", t0.elapsed().as_secs_f64()));
+            }
+        } else if let Some(name) = line.strip_prefix("test gate_") {
+            started += 1;
+            if progress {
+                let name = name.split(" ... ").next().unwrap_or(name).trim();
+                crate::progress::line(&format!("metainfer: verify: [{started}/{total}] gate {name}"));
+            }
+        }
+        stdout.push_str(&line);
+        stdout.push('\n');
     }
-    let out = cmd.output().map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let status = child.wait().map_err(|e| ChainError::Verify(format!("cargo for the scratch crate: {e}")))?;
+    let stderr = err_thread.join().unwrap_or_default();
     let ran_tests = stdout.lines().any(|l| l.starts_with("test ") || l.starts_with("GATE "));
-    if !out.status.success() && !ran_tests {
-        return Err(ChainError::Compile { log: tail(&stderr, 12_000) });
-    }
-    let gates = parse_gate_output(&stdout, run);
-    let passed = out.status.success() && gates.iter().all(|g| g.status != "fail");
-    Ok(Verdict { gates, passed, log: tail(&format!("{stdout}\n{stderr}"), 12_000) })
+    Ok(CargoRun { success: status.success(), ran_tests, stdout, stderr })
 }
 
 fn tail(s: &str, n: usize) -> String {

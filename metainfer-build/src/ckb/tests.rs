@@ -136,7 +136,7 @@ fn check_finds_broken_references() {
         "models/qwen2.toml: graph entry `samplr` is neither a contract nor one of header, dot_kernels, dispatch",
         "quants/q4_k_m.toml: tensor type `q5_0` has no dot-kernel `contract`; set one in quants/q5_0.toml",
         "targets/sm_89.toml: variant `wgmma` is not used by any contract's realizations",
-        "gates/dot_f32.toml: test vector ckb/gates/vectors/missing.bin does not exist (paths are relative to the workspace root); run its made_by script",
+        "gates/dot_f32.toml: test vector gates/vectors/missing.bin does not exist (paths are relative to the ckb root, and everything a gate reads lives under it); run its made_by script",
         "gates/e2e_tiny.toml: source gates/e2e_tiny.rs does not exist",
     ];
     assert_eq!(problems, expected);

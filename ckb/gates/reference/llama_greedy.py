@@ -2,7 +2,7 @@
 """OPTIONAL anchor tool: llama.cpp's greedy token ids for raw prompts (via the Python bindings
 of the llama-cpp-python sdist, loaded against the libllama.so built by build-llama-cpp.sh).
 
-Run through scripts/anchor/llama-greedy.sh (it sets PYTHONPATH and LLAMA_CPP_LIB_PATH).
+Run through scripts/anchor/llama-greedy.sh (in a metainfer checkout) (it sets PYTHONPATH and LLAMA_CPP_LIB_PATH).
   llama_greedy.py MODEL N PROMPT                 -> prints the generated ids, comma-separated
   llama_greedy.py MODEL N --record OUT P1 P2 ... -> writes OUT: per prompt a JSON line, an ids line
 The prompt is tokenized by llama.cpp with special-token parsing and without BOS (add_bos is

@@ -26,9 +26,14 @@
 //!
 //! The struct derefs to the generated `Engine`; `Coder::KEY` is its cache key and
 //! `Coder::CONSTRAINTS` the canonical constraints. Whether a build may generate engines is
-//! set by `METAINFER_MODE` (`auto`, `offline`, `refresh`); `metainfer prepare` (the CLI in
-//! `metainfer-build`) generates every engine a workspace references, and
-//! `metainfer prepare --check` verifies the committed cache.
+//! set by `METAINFER_MODE` (`auto`, `offline`, `refresh`); `cargo metainfer prepare` (the CLI,
+//! `cargo install --path metainfer-cli`) generates every engine a workspace references, and
+//! `cargo metainfer prepare --check` verifies the committed cache.
+//!
+//! Features: `server` (the OpenAI-compatible server section's runtime), `hf` (Hugging Face
+//! checkpoints, `quant = "awq"`), `cuda` (cuda engines, and NVRTC for the generator), `llm`
+//! (the generator's LLM client, for `generator = "llm" | "auto"`). None is on by default, so
+//! the macro compiles only what expansion and CKB generation need.
 //!
 //! [`rt`] is the runtime vocabulary every generated engine shares; its main types are
 //! re-exported here.

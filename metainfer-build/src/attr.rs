@@ -148,7 +148,18 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
     let c = Constraints::from_args(&plain, &ckb)
         .map_err(|e| syn::Error::new(error_span(&e, &args, whole), e.message))?;
     let ctx = BuildContext::from_env().map_err(|e| syn::Error::new(whole, e.to_string()))?;
-    let entry = ensure(&c, &ckb, &ctx).map_err(|e| syn::Error::new(whole, e.to_string()))?;
+    let entry = ensure(&c, &ckb, &ctx).map_err(|e| {
+        // A generator feature that is off belongs on the key that needs it.
+        let span = match &e {
+            crate::BuildError::Chain { source: crate::chain::ChainError::FeatureOff(off), .. } => args
+                .iter()
+                .find(|a| a.arg.key == off.key)
+                .map(|a| a.value_span)
+                .unwrap_or(whole),
+            _ => whole,
+        };
+        syn::Error::new(span, e.to_string())
+    })?;
     let attrs = strukt
         .attrs
         .iter()

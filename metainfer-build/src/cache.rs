@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What to run to repair an entry.
-const FIX: &str = "run `metainfer prepare --refresh` to regenerate it, or restore it from git";
+const FIX: &str = "run `cargo metainfer prepare --refresh` to regenerate it, or restore it from git";
 
 /// Errors reading or writing the cache; paths are shown relative to the workspace root.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +25,7 @@ pub enum CacheError {
     },
     #[error("cache entry {dir} is malformed: {message}; {FIX}")]
     Malformed { dir: String, message: String },
-    #[error("cache entry {dir} holds other constraints than were asked for (stored: {stored}; asked: {asked}): a key collision or a hand-edited manifest; delete the entry and run `metainfer prepare`, or restore it from git")]
+    #[error("cache entry {dir} holds other constraints than were asked for (stored: {stored}; asked: {asked}): a key collision or a hand-edited manifest; delete the entry and run `cargo metainfer prepare`, or restore it from git")]
     Collision {
         dir: String,
         stored: String,
@@ -37,7 +37,7 @@ pub enum CacheError {
         file: String,
         what: &'static str,
     },
-    #[error("cache entry {dir} did not pass its gates, so it is never served; see its gates.toml, then run `metainfer prepare --refresh`")]
+    #[error("cache entry {dir} did not pass its gates, so it is never served; see its gates.toml, then run `cargo metainfer prepare --refresh`")]
     GatesFailed { dir: String },
     #[error("candidate file name `{name}` is not a plain relative path inside the entry; the chain must name files like `engine.rs` or `kernels/x.cu`")]
     BadFileName { name: String },
@@ -334,7 +334,7 @@ impl Cache {
         self.put(&entry.key, tmp, c)
     }
 
-    /// Rewrites `entry` with a new `gates.toml` and verdict (`metainfer verify`), atomically.
+    /// Rewrites `entry` with a new `gates.toml` and verdict (`cargo metainfer verify`), atomically.
     pub fn update_gates(
         &self,
         entry: &Entry,

@@ -113,7 +113,7 @@ fn tampered_files_are_refused() {
     let err = cache.lookup(&c).unwrap_err().to_string();
     assert_eq!(
         err,
-        format!("cache entry cache/{key} was modified after it was generated: engine.rs does not match its blake3 in manifest.toml; run `metainfer prepare --refresh` to regenerate it, or restore it from git")
+        format!("cache entry cache/{key} was modified after it was generated: engine.rs does not match its blake3 in manifest.toml; run `cargo metainfer prepare --refresh` to regenerate it, or restore it from git")
     );
     fs::write(e.engine_path(), "pub struct Engine; // a\n").unwrap();
     assert!(cache.lookup(&c).is_ok());
@@ -165,7 +165,7 @@ fn colliding_manifests_are_refused() {
     let err = cache.open(&key, Some(&other)).unwrap_err().to_string();
     assert_eq!(
         err,
-        format!("cache entry cache/{key} holds other constraints than were asked for (stored: model=qwen2 hw=generic quant=q4_k_m; asked: model=qwen2 hw=x86_64-avx2 quant=q4_k_m): a key collision or a hand-edited manifest; delete the entry and run `metainfer prepare`, or restore it from git")
+        format!("cache entry cache/{key} holds other constraints than were asked for (stored: model=qwen2 hw=generic quant=q4_k_m; asked: model=qwen2 hw=x86_64-avx2 quant=q4_k_m): a key collision or a hand-edited manifest; delete the entry and run `cargo metainfer prepare`, or restore it from git")
     );
     // An entry copied under another key's name.
     fs::rename(&e.dir, cache.dir.join(other.key())).unwrap();
@@ -187,7 +187,7 @@ fn failed_gates_are_never_served() {
     let err = cache.lookup(&c).unwrap_err().to_string();
     assert_eq!(
         err,
-        format!("cache entry cache/{} did not pass its gates, so it is never served; see its gates.toml, then run `metainfer prepare --refresh`", c.key())
+        format!("cache entry cache/{} did not pass its gates, so it is never served; see its gates.toml, then run `cargo metainfer prepare --refresh`", c.key())
     );
 }
 

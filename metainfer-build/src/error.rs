@@ -7,6 +7,16 @@ use crate::ckb::CkbError;
 use crate::constraints::ConstraintError;
 use crate::mode::ModeError;
 
+/// A cargo feature of the generator that a constraint needs and this build lacks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}, which is off in this build; turn it on: metainfer = {{ …, features = [\"{feature}\"] }} in Cargo.toml (from build.rs: metainfer-build = {{ …, features = [\"{feature}\"] }})")]
+pub struct FeatureOff {
+    /// The constraint key that needs it (`generator`, `hw`), where the error belongs.
+    pub key: &'static str,
+    pub feature: &'static str,
+    pub why: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]
@@ -24,7 +34,7 @@ pub enum BuildError {
         source: ChainError,
     },
     /// A miss while generation is off.
-    #[error("no cache entry for engine {key} ({summary}), and generating one is off ({reason}); searched: {}; fix: run `cargo run -p metainfer-build --bin metainfer -- prepare` (or `metainfer prepare`) where generation is allowed, then commit the new entry {}/{key}/", .searched.join(", "), .searched.first().map(String::as_str).unwrap_or("cache"))]
+    #[error("no cache entry for engine {key} ({summary}), and generating one is off ({reason}); searched: {}; fix: run `cargo metainfer prepare` in this workspace where generation is allowed (no `cargo metainfer`? install it: {}), or build once with METAINFER_MODE=auto; then commit the new entry {}/{key}/", .searched.join(", "), crate::error::cli_install_command(), .searched.first().map(String::as_str).unwrap_or("cache"))]
     OfflineMiss {
         key: String,
         summary: String,
@@ -59,4 +69,12 @@ pub enum BuildError {
         name: String,
         source: Box<BuildError>,
     },
+}
+
+/// The command that installs `cargo metainfer` from the checkout this generator was built
+/// from, so that every hint works where the user is.
+pub fn cli_install_command() -> String {
+    let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("metainfer-cli");
+    let cli = std::fs::canonicalize(&cli).unwrap_or(cli);
+    format!("`cargo install --path {}`", cli.display())
 }

@@ -13,7 +13,9 @@
 //! build time, while this gate must load exactly the library CI fetched.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::path::{Path, PathBuf};
+#[cfg(feature = "cuda")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The variable naming the NVRTC shared library to load.
@@ -58,6 +60,7 @@ type Res = c_int;
 struct Lib {
     path: PathBuf,
     // Keeps the library mapped for the lifetime of the process (the fn pointers below point in).
+    #[cfg(feature = "cuda")]
     _lib: libloading::Library,
     version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> Res,
     error_string: unsafe extern "C" fn(Res) -> *const c_char,
@@ -77,6 +80,7 @@ struct Lib {
     destroy: unsafe extern "C" fn(*mut Prog) -> Res,
 }
 
+#[cfg(feature = "cuda")]
 fn candidates() -> Result<Vec<PathBuf>, String> {
     if let Some(p) = std::env::var_os(LIB_ENV) {
         let p = PathBuf::from(p);
@@ -104,6 +108,12 @@ fn candidates() -> Result<Vec<PathBuf>, String> {
     Ok(v)
 }
 
+#[cfg(not(feature = "cuda"))]
+fn load() -> Result<Lib, String> {
+    Err("metainfer-build was built without its `cuda` feature, which loads NVRTC; turn it on (metainfer = { …, features = [\"cuda\"] })".into())
+}
+
+#[cfg(feature = "cuda")]
 fn load() -> Result<Lib, String> {
     let mut tried = Vec::new();
     for cand in candidates()? {
@@ -116,6 +126,7 @@ fn load() -> Result<Lib, String> {
     Err(format!("tried {}", tried.join("; ")))
 }
 
+#[cfg(feature = "cuda")]
 fn bind(lib: libloading::Library, path: PathBuf) -> Result<Lib, String> {
     macro_rules! sym {
         ($name:literal) => {{

@@ -2,7 +2,7 @@
 //! workspace's member crates is parsed with `syn` for `#[metainfer::engine(...)]` (or
 //! `#[engine(...)]`) attributes on structs and for build-script chains
 //! `Engine::new("X").model(..)….emit()` (a chain without `.emit()` references nothing).
-//! `metainfer prepare` generates what it finds.
+//! `cargo metainfer prepare` generates what it finds.
 //!
 //! Skipped: `target/`, hidden directories, nested packages, and `tests/ui/` (trybuild cases
 //! reference engines that are meant to be missing or invalid).
@@ -281,7 +281,7 @@ impl Finder<'_> {
                         self.problem(
                             call.span(),
                             format!(
-                                "engine `{name}`: the argument of `.{method}(…)` is not a literal, so `metainfer prepare` cannot know this engine; use a literal"
+                                "engine `{name}`: the argument of `.{method}(…)` is not a literal, so `cargo metainfer prepare` cannot know this engine; use a literal"
                             ),
                         );
                         return true;

@@ -1,5 +1,5 @@
 //! The real `ckb/` loads (every file matches the schema, unknown fields rejected) and is
-//! referentially intact: the same check as `metainfer ckb check`.
+//! referentially intact: the same check as `cargo metainfer ckb check`.
 
 use metainfer_build::{Arg, Ckb, Constraints};
 use std::path::Path;
@@ -15,7 +15,7 @@ fn ckb_check_passes() {
     let problems = ckb.check();
     assert!(
         problems.is_empty(),
-        "`metainfer ckb check` problems:\n{}",
+        "`cargo metainfer ckb check` problems:\n{}",
         problems.join("\n")
     );
 }

@@ -46,7 +46,7 @@ fn nvrtc_gate() {
     let archs: Vec<&str> = ckb
         .targets
         .values()
-        .filter(|t| t.kind == "cuda")
+        .filter(|t| t.kind == metainfer_build::ckb::TargetKind::Cuda)
         .map(|t| t.arch.as_str())
         .collect();
     assert!(!archs.is_empty(), "no cuda targets in ckb/targets");

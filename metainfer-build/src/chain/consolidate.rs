@@ -71,7 +71,7 @@ pub struct Evidence<'a> {
 }
 
 /// `ckb/proposals/<contract>/<variant>-<hash>/proposal.toml`: an LLM realization that passed
-/// every gate of an engine, awaiting `metainfer ckb adopt`.
+/// every gate of an engine, awaiting `cargo metainfer ckb adopt`.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Proposal {
@@ -133,7 +133,7 @@ pub fn write_proposal(ckb: &crate::ckb::Ckb, plan: &Plan, slot: &super::plan::Sl
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let header = format!(
-        "# A realization of `{contract}` written by the llm implementer; it passed every gate of engine {}.\n# Adopt it with `metainfer ckb adopt {}/{}`.\n",
+        "# A realization of `{contract}` written by the llm implementer; it passed every gate of engine {}.\n# Adopt it with `cargo metainfer ckb adopt {}/{}`.\n",
         plan.key,
         contract,
         dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()

@@ -1,4 +1,4 @@
-//! `metainfer ckb adopt`: promote a proposal (an LLM realization that passed its gates, under
+//! `cargo metainfer ckb adopt`: promote a proposal (an LLM realization that passed its gates, under
 //! `ckb/proposals/`) into verified knowledge: its code becomes
 //! `realizations/<contract>/<variant>.rs` and the contract gains a `[[realizations]]` entry.
 //! The CKB is re-checked afterwards; on any problem both edits are undone.

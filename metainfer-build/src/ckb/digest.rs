@@ -1,4 +1,4 @@
-//! The CKB digest: what a cache entry records so that `metainfer prepare --check` can tell the
+//! The CKB digest: what a cache entry records so that `cargo metainfer prepare --check` can tell the
 //! knowledge it was generated from has changed since.
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The contract knowledge base, loaded: every file of `ckb/` parsed into the typed
 //! [`schema`], plus its digest (what a cache entry records to detect staleness) and a
-//! referential-integrity check (`metainfer ckb check`).
+//! referential-integrity check (`cargo metainfer ckb check`).
 
 pub mod adopt;
 pub mod schema;

@@ -19,6 +19,10 @@
 //! Every HTTP attempt, failed ones included, is recorded as an [`Attempt`] in the reply, with
 //! its status, the server's request id (`x-request-id`, else the body's `id`) and its duration.
 
+#[cfg(feature = "llm")]
+pub mod client;
+#[cfg(not(feature = "llm"))]
+#[path = "client_off.rs"]
 pub mod client;
 pub mod config;
 pub mod error;

@@ -6,8 +6,9 @@ use metainfer_build::{Arg, ArgValue, Ckb, Constraints};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The small CKB metainfer-build's tests use (also from metainfer-cli's tests).
 pub fn fixture_ckb_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ckb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../metainfer-build/tests/fixtures/ckb")
 }
 
 pub fn ckb() -> Ckb {

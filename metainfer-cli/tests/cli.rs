@@ -1,6 +1,7 @@
-//! The `metainfer` CLI on a small workspace: prepare --check, prepare, ls, show, vendor and
+//! The `cargo metainfer` CLI on a small workspace: prepare --check, prepare, ls, show, vendor and
 //! ckb check (generation itself is the chain's; here the cache is filled by the library).
 
+#[path = "../../metainfer-build/tests/common/mod.rs"]
 mod common;
 
 use metainfer_build::{Cache, Ckb};
@@ -54,7 +55,7 @@ fn workspace() -> Ws {
 }
 
 fn metainfer(ws: &Path, args: &[&str]) -> (bool, String, String) {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_metainfer"))
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_cargo-metainfer"))
         .args(args)
         .current_dir(ws.join("crates/app"))
         .env("METAINFER_CKB_DIR", common::fixture_ckb_dir())
@@ -138,7 +139,7 @@ fn prepare_check_reports_stale_tampered_and_invalid() {
     let (ok, _, err) = metainfer(&ws.root, &["prepare", "--check"]);
     assert!(!ok);
     assert!(err.contains("crates/app/src/bad.rs:1: engine `Bad`: quant `q4_k` is a tensor type, not a quantization of whole files"), "{err}");
-    assert!(err.contains(&format!("stale: {} (model=qwen2 hw=generic quant=f32; `Small` at crates/app/src/main.rs:1): the ckb changed since it was generated; run `metainfer prepare`", &small[..16])), "{err}");
+    assert!(err.contains(&format!("stale: {} (model=qwen2 hw=generic quant=f32; `Small` at crates/app/src/main.rs:1): the ckb changed since it was generated; run `cargo metainfer prepare`", &small[..16])), "{err}");
     assert!(err.contains(&format!("broken: {}", &eight[..16])), "{err}");
     assert!(
         err.contains("gates.toml does not match its blake3 in manifest.toml"),
@@ -162,7 +163,7 @@ fn prepare_check_reports_stale_tampered_and_invalid() {
         err.contains(&format!("broken    {}", &eight[..16])),
         "{err}"
     );
-    assert!(err.contains("run `metainfer prepare --refresh`"), "{err}");
+    assert!(err.contains("run `cargo metainfer prepare --refresh`"), "{err}");
 }
 
 #[test]
@@ -201,7 +202,7 @@ fn ls_show_and_vendor() {
     assert!(!ok);
     assert_eq!(
         err,
-        "error: no entry with key zz in cache; `metainfer ls` lists them\n"
+        "error: no entry with key zz in cache; `cargo metainfer ls` lists them\n"
     );
 
     let dest = ws.root.join("vendored");

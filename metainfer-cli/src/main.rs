@@ -1,16 +1,21 @@
-//! `metainfer`: prepare, check, vendor and inspect the engine cache of a workspace, and check
-//! the CKB.
+//! `cargo metainfer`: prepare, check, vendor and inspect the engine cache of any workspace, and
+//! check the CKB. Install it with `cargo install --path metainfer-cli` (from a metainfer
+//! checkout); cargo then runs it for `cargo metainfer …` in any directory.
 //!
 //! ```text
-//! metainfer prepare            generate every engine the workspace references that is missing or stale
-//! metainfer prepare --refresh  regenerate all of them
-//! metainfer prepare --check    fail on missing, stale or tampered entries (no generation, no network)
-//! metainfer vendor DIR [KEY…]  copy entries (default: every referenced one), verified
-//! metainfer ls                 entries: key, constraints, status
-//! metainfer show KEY           an entry's manifest and gate report
-//! metainfer verify KEY         re-run an entry's gates, record the result
-//! metainfer ckb check          load the CKB and check its referential integrity
+//! cargo metainfer prepare            generate every engine the workspace references that is missing or stale
+//! cargo metainfer prepare --refresh  regenerate all of them
+//! cargo metainfer prepare --check    fail on missing, stale or tampered entries (no generation, no network)
+//! cargo metainfer vendor DIR [KEY…]  copy entries (default: every referenced one), verified
+//! cargo metainfer ls                 entries: key, constraints, status
+//! cargo metainfer show KEY           an entry's manifest and gate report
+//! cargo metainfer verify KEY         re-run an entry's gates, record the result
+//! cargo metainfer ckb check          load the CKB and check its referential integrity
 //! ```
+//!
+//! The workspace is the outermost cargo workspace around the current directory (every member
+//! crate's sources and build scripts are scanned for engines); its cache is `<workspace>/cache`
+//! unless `METAINFER_CACHE_DIR` says otherwise, the same directory the macro and build.rs use.
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -22,7 +27,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// `println!` that ignores a closed stdout (`metainfer show KEY | head`).
+/// `println!` that ignores a closed stdout (`cargo metainfer show KEY | head`).
 macro_rules! out {
     ($($t:tt)*) => {{
         use std::io::Write as _;
@@ -40,7 +45,8 @@ macro_rules! out_raw {
 
 #[derive(Parser)]
 #[command(
-    name = "metainfer",
+    name = "cargo-metainfer",
+    bin_name = "cargo metainfer",
     version,
     about = "Prepare, check and inspect MetaInfer engine caches"
 )]
@@ -48,7 +54,7 @@ struct Cli {
     /// The workspace [default: the outermost cargo workspace around the current directory].
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// The CKB [default: $METAINFER_CKB_DIR, else the ckb/ beside metainfer-build].
+    /// The CKB [default: $METAINFER_CKB_DIR, else the ckb/ of the metainfer checkout this was built from].
     #[arg(long, global = true, value_name = "DIR")]
     ckb: Option<PathBuf>,
     #[command(subcommand)]
@@ -96,7 +102,12 @@ enum CkbCmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `cargo metainfer X` runs `cargo-metainfer metainfer X`; `cargo-metainfer X` works too.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "metainfer") {
+        args.remove(1);
+    }
+    let cli = Cli::parse_from(args);
     match run(cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -186,7 +197,7 @@ fn ckb_adopt(env: &Env, which: &str) -> anyhow::Result<bool> {
         env.show(&a.realization),
         env.show(&a.contract_file)
     );
-    out!("metainfer: the ckb digest changed, so cache entries are stale; run `metainfer prepare` to regenerate them");
+    out!("metainfer: the ckb digest changed, so cache entries are stale; run `cargo metainfer prepare` to regenerate them");
     Ok(true)
 }
 
@@ -277,16 +288,16 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
         match state(env, &w.c, &digest) {
             State::Current => ok += 1,
             State::Missing => problems.push(format!(
-                "missing: {}: no entry {dir}; run `metainfer prepare`",
+                "missing: {}: no entry {dir}; run `cargo metainfer prepare`",
                 w.describe()
             )),
             State::Stale(why) => problems.push(format!(
-                "stale: {}: {}; run `metainfer prepare`",
+                "stale: {}: {}; run `cargo metainfer prepare`",
                 w.describe(),
                 why.join(", ")
             )),
             State::GatesFailed => problems.push(format!(
-                "gates failed: {}: {dir} did not pass its gates; run `metainfer prepare --refresh`",
+                "gates failed: {}: {dir} did not pass its gates; run `cargo metainfer prepare --refresh`",
                 w.describe()
             )),
             State::Broken(e) => problems.push(format!("broken: {}: {e}", w.describe())),
@@ -361,7 +372,7 @@ fn resolve_key(env: &Env, key: &str) -> anyhow::Result<String> {
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
         [] => bail!(
-            "no entry with key {key} in {}; `metainfer ls` lists them",
+            "no entry with key {key} in {}; `cargo metainfer ls` lists them",
             env.cache.shown()
         ),
         many => bail!(
@@ -393,7 +404,7 @@ fn vendor(env: &Env, dir: &Path, keys: &[String]) -> anyhow::Result<bool> {
     for key in &keys {
         if !env.cache.dir.join(key).exists() {
             bail!(
-                "no entry {}/{key}; run `metainfer prepare` first",
+                "no entry {}/{key}; run `cargo metainfer prepare` first",
                 env.cache.shown()
             );
         }
@@ -533,7 +544,7 @@ fn verify(env: &Env, key: &str) -> anyhow::Result<bool> {
         out!("metainfer: {} passed its gates", env.show(&entry.dir));
     } else {
         eprintln!(
-            "metainfer: {} failed its gates (see {gates_path}); it will not be served until `metainfer prepare --refresh` regenerates it",
+            "metainfer: {} failed its gates (see {gates_path}); it will not be served until `cargo metainfer prepare --refresh` regenerates it",
             env.show(&entry.dir)
         );
     }

@@ -1,0 +1,32 @@
+//! [`Client`] in a build without the `llm` feature: the same interface, and every call fails
+//! with what to turn on. The generator checks the feature before it plans an llm slot
+//! ([`crate::ensure::feature_needed`]), so this is reached only by direct library use.
+
+use super::error::LlmError;
+use super::{ChatReply, ChatRequest, LlmConfig};
+
+/// A chat-completions client for one [`LlmConfig`]; without the `llm` feature it cannot send.
+pub struct Client {
+    cfg: LlmConfig,
+}
+
+impl Client {
+    pub fn new(cfg: LlmConfig) -> Client {
+        Client { cfg }
+    }
+
+    pub fn config(&self) -> &LlmConfig {
+        &self.cfg
+    }
+
+    /// Always an error: this build has no HTTP client.
+    pub fn chat(
+        &self,
+        _req: &ChatRequest,
+        _on_delta: &mut dyn FnMut(&str),
+    ) -> Result<ChatReply, LlmError> {
+        Err(LlmError::Config(
+            "metainfer-build was built without its `llm` feature, so it has no http client; turn it on (metainfer = { …, features = [\"llm\"] }, or metainfer-build's `llm` feature from build.rs)".into(),
+        ))
+    }
+}

@@ -11,7 +11,7 @@ pub fn to_canonical_toml(c: &Constraints) -> String {
         ("batch", c.batch.to_string()),
         ("family", string(&c.family)),
         ("features", array(c.features.iter().map(|f| f.as_str()))),
-        ("format", string(&c.format)),
+        ("format", string(c.format.as_str())),
         ("generator", string(c.generator.as_str())),
         ("hw", string(&c.hw)),
         ("model", string(&c.model)),

@@ -3,7 +3,7 @@
 //! so every error names the offending key and lists what is allowed.
 
 use crate::canonical;
-use crate::ckb::{check::join, Ckb, QuantKind, Target};
+use crate::ckb::{check::join, Ckb, Format, QuantKind, Target, TargetKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -86,6 +86,9 @@ pub enum Feature {
 
 impl Feature {
     pub const ALL: &'static [Feature] = &[Feature::Chat, Feature::Server];
+    /// The features a constraint may ask for: `chat` is in every engine already, so asking
+    /// for it would change only the key.
+    pub const SUPPORTED: &'static [Feature] = &[Feature::Server];
     pub fn as_str(self) -> &'static str {
         match self {
             Feature::Chat => "chat",
@@ -155,8 +158,8 @@ pub struct Constraints {
     pub family: String,
     /// Sorted, without duplicates.
     pub features: Vec<Feature>,
-    /// `gguf` or `safetensors`, derived from the quant.
-    pub format: String,
+    /// Derived from the quant.
+    pub format: Format,
     pub generator: Generator,
     /// A target id from `targets/`.
     pub hw: String,
@@ -259,7 +262,7 @@ struct Given<'a> {
     model: Option<(String, String, Option<u32>)>,
     hw: Option<&'a Target>,
     quant: Option<String>,
-    format: Option<String>,
+    format: Option<Format>,
     max_seq: Option<u32>,
     batch: Option<u32>,
     tp: Option<u32>,
@@ -321,7 +324,7 @@ impl<'a> Parser<'a> {
             }
             "quant" => join(self.file_quants(None)),
             "format" => join(self.formats()),
-            "features" => join(Feature::ALL.iter().map(|f| f.as_str())),
+            "features" => join(Feature::SUPPORTED.iter().map(|f| f.as_str())),
             "generator" => join(Generator::ALL.iter().map(|f| f.as_str())),
             "reference" => join(Reference::ALL.iter().map(|f| f.as_str())),
             _ => "a positive integer".to_string(),
@@ -337,7 +340,7 @@ impl<'a> Parser<'a> {
         v
     }
 
-    fn file_quants(&self, format: Option<&str>) -> Vec<&'a str> {
+    fn file_quants(&self, format: Option<Format>) -> Vec<&'a str> {
         self.ckb
             .quants
             .values()
@@ -346,7 +349,7 @@ impl<'a> Parser<'a> {
             .collect()
     }
 
-    fn formats(&self) -> Vec<&'a str> {
+    fn formats(&self) -> Vec<&'static str> {
         let mut v: Vec<&str> = self
             .ckb
             .quants
@@ -433,7 +436,7 @@ impl<'a> Parser<'a> {
                             .ckb
                             .targets
                             .values()
-                            .filter(|t| t.kind == "cpu")
+                            .filter(|t| t.kind == TargetKind::Cpu)
                             .map(|t| t.id.as_str())
                             .collect();
                         return Err(err_value(
@@ -471,13 +474,24 @@ impl<'a> Parser<'a> {
             }
             "format" => {
                 let v = self.string(i, arg, "gguf")?;
-                if !self.formats().contains(&v) {
+                let Some(f) = Format::ALL.iter().find(|f| f.as_str() == v && self.formats().contains(&v)) else {
                     return Err(unknown("format", v, "format"));
-                }
-                g.format = Some(v.to_string());
+                };
+                g.format = Some(*f);
             }
             "max_seq" => g.max_seq = Some(self.positive(i, arg)?),
-            "batch" => g.batch = Some(self.positive(i, arg)?),
+            "batch" => {
+                let n = self.positive(i, arg)?;
+                if n != 1 {
+                    return Err(err_value(
+                        i,
+                        format!(
+                            "`batch` = {n} is not supported yet: engines decode one sequence at a time, so a batch would change nothing but the cache key; use batch = 1 or drop the key"
+                        ),
+                    ));
+                }
+                g.batch = Some(n);
+            }
             "tp" => g.tp = Some(self.positive(i, arg)?),
             "features" => {
                 let ArgValue::List(items) = &arg.value else {
@@ -491,7 +505,16 @@ impl<'a> Parser<'a> {
                     ));
                 };
                 for item in items {
-                    let Some(f) = Feature::ALL.iter().find(|f| f.as_str() == item) else {
+                    if item == Feature::Chat.as_str() {
+                        return Err(err_value(
+                            i,
+                            format!(
+                                "feature `chat` changes nothing: every engine already has the chat template and `Engine::chat`; drop it (allowed features: {})",
+                                self.allowed("features")
+                            ),
+                        ));
+                    }
+                    let Some(f) = Feature::SUPPORTED.iter().find(|f| f.as_str() == item) else {
                         return Err(unknown("feature", item, "features"));
                     };
                     if g.features.contains(f) {
@@ -530,8 +553,8 @@ impl<'a> Parser<'a> {
         let quant = &self.ckb.quants[&quant_id];
         let generator = g.generator.unwrap_or_default();
 
-        if let Some(f) = &g.format {
-            if *f != quant.format {
+        if let Some(f) = g.format {
+            if f != quant.format {
                 return Err(err_key(
                     g.index["format"],
                     format!(
@@ -543,12 +566,12 @@ impl<'a> Parser<'a> {
             }
         }
         let tp = g.tp.unwrap_or(1);
-        if tp > 1 && target.kind != "cuda" {
+        if tp > 1 && target.kind != TargetKind::Cuda {
             let cudas: Vec<&str> = self
                 .ckb
                 .targets
                 .values()
-                .filter(|t| t.kind == "cuda")
+                .filter(|t| t.kind == TargetKind::Cuda)
                 .map(|t| t.id.as_str())
                 .collect();
             return Err(err_key(
@@ -558,6 +581,23 @@ impl<'a> Parser<'a> {
                     target.id,
                     target.kind,
                     join(cudas)
+                ),
+            ));
+        }
+        if tp > 1 {
+            return Err(err_value(
+                g.index["tp"],
+                format!(
+                    "`tp` = {tp} is not supported yet: cuda engines run on one device, so tensor parallelism would change nothing but the cache key; use tp = 1 or drop the key"
+                ),
+            ));
+        }
+        if let Some(r) = g.reference.filter(|r| *r != Reference::None && generator == Generator::Ckb) {
+            return Err(err_key(
+                g.index["reference"],
+                format!(
+                    "`reference` = \"{}\" changes nothing with generator = \"ckb\": only the llm implementer reads it; drop it, or set generator = \"llm\" or \"auto\"",
+                    r.as_str()
                 ),
             ));
         }
@@ -578,7 +618,7 @@ impl<'a> Parser<'a> {
             batch: g.batch.unwrap_or(1),
             family,
             features: g.features,
-            format: quant.format.clone(),
+            format: quant.format,
             generator,
             hw: target.id.clone(),
             max_seq: g.max_seq,
@@ -647,7 +687,7 @@ impl<'a> Parser<'a> {
 pub fn native_target(ckb: &Ckb) -> Option<&Target> {
     ckb.targets
         .values()
-        .filter(|t| t.kind == "cpu")
+        .filter(|t| t.kind == TargetKind::Cpu)
         .filter(|t| t.arch == "any" || t.arch == std::env::consts::ARCH)
         .filter(|t| t.features.iter().all(|f| cpu_has(f)))
         .max_by(|a, b| {

@@ -43,7 +43,7 @@ fn canonical_toml_is_sorted_and_filled() {
         &with(&[
             (
                 "features",
-                ArgValue::List(vec!["server".into(), "chat".into()]),
+                ArgValue::List(vec!["server".into()]),
             ),
             ("max_seq", ArgValue::Int(4096)),
         ]),
@@ -52,7 +52,7 @@ fn canonical_toml_is_sorted_and_filled() {
     .unwrap();
     assert_eq!(
         c.canonical_toml(),
-        "batch = 1\nfamily = \"qwen2\"\nfeatures = [\"chat\", \"server\"]\nformat = \"gguf\"\ngenerator = \"ckb\"\nhw = \"x86_64-avx2\"\nmax_seq = 4096\nmodel = \"qwen2\"\nquant = \"q4_k_m\"\nreference = \"none\"\ntp = 1\n"
+        "batch = 1\nfamily = \"qwen2\"\nfeatures = [\"server\"]\nformat = \"gguf\"\ngenerator = \"ckb\"\nhw = \"x86_64-avx2\"\nmax_seq = 4096\nmodel = \"qwen2\"\nquant = \"q4_k_m\"\nreference = \"none\"\ntp = 1\n"
     );
     // It round-trips, and it is valid TOML a manifest can hold.
     assert_eq!(
@@ -87,12 +87,12 @@ fn attribute_formatting_never_changes_the_key() {
         model = "qwen2",
         hw = "x86_64-avx2",
         quant = "q4_k_m",
-        features = ["server", "chat"]
+        features = ["server"]
     ));
     let variants = [
         // Other order, trailing comma.
         quote!(
-            features = ["chat", "server"],
+            features = ["server"],
             quant = "q4_k_m",
             hw = "x86_64-avx2",
             model = "qwen2",
@@ -107,14 +107,14 @@ fn attribute_formatting_never_changes_the_key() {
             tp = 1,
             generator = "ckb",
             reference = "none",
-            features = &["server", "chat"]
+            features = &["server"]
         ),
     ];
     for v in variants {
         assert_eq!(key_of(v), reference);
     }
     // Parsed from differently formatted source text too.
-    let text = "model = \"qwen2\",\n    hw = \"x86_64-avx2\",\n\n  quant = \"q4_k_m\", // comment\n features = [\n \"server\",\n \"chat\",\n ]";
+    let text = "model = \"qwen2\",\n    hw = \"x86_64-avx2\",\n\n  quant = \"q4_k_m\", // comment\n features = [\n \"server\",\n ]";
     assert_eq!(key_of(text.parse().unwrap()), reference);
     // And something that does differ, does change it.
     assert_ne!(
@@ -134,16 +134,15 @@ fn preset_and_derived_fields() {
             ("model", s("qwen2.5-0.5b")),
             ("hw", s("sm_89")),
             ("quant", s("awq")),
-            ("tp", ArgValue::Int(2)),
         ]),
         &ckb(),
     )
     .unwrap();
     assert_eq!(c.family, "qwen2");
     assert_eq!(c.preset(), Some("qwen2.5-0.5b"));
-    assert_eq!(c.format, "safetensors");
-    assert_eq!(c.tp, 2);
-    assert_eq!(c.summary(), "model=qwen2.5-0.5b hw=sm_89 quant=awq tp=2");
+    assert_eq!(c.format, crate::ckb::Format::Safetensors);
+    assert_eq!(c.tp, 1);
+    assert_eq!(c.summary(), "model=qwen2.5-0.5b hw=sm_89 quant=awq");
 }
 
 #[test]
@@ -159,7 +158,7 @@ fn native_resolves_to_a_cpu_target() {
     .unwrap();
     let k = ckb();
     let t = &k.targets[&c.hw];
-    assert_eq!(t.kind, "cpu");
+    assert_eq!(t.kind, crate::ckb::TargetKind::Cpu);
     assert!(c.canonical_toml().contains(&format!("hw = \"{}\"", c.hw)));
     assert!(!c.canonical_toml().contains("native"));
     #[cfg(target_arch = "x86_64")]
@@ -255,15 +254,15 @@ fn unknown_values_list_what_is_allowed() {
     )]));
     assert_eq!(
         e.message,
-        "unknown feature `serve` (did you mean `server`?); allowed: chat, server"
+        "unknown feature `serve` (did you mean `server`?); allowed: server"
     );
     let e = err(&with(&[(
         "features",
-        ArgValue::List(vec!["chat".into(), "chat".into()]),
+        ArgValue::List(vec!["server".into(), "server".into()]),
     )]));
     assert_eq!(
         e.message,
-        "feature `chat` is listed twice in `features`; list it once"
+        "feature `server` is listed twice in `features`; list it once"
     );
 }
 
@@ -289,7 +288,7 @@ fn wrong_value_types() {
         ("max_seq", ArgValue::Int(0), "`max_seq` must be a positive integer, found 0"),
         ("batch", ArgValue::Int(-3), "`batch` must be a positive integer, found -3"),
         ("tp", ArgValue::Int(1 << 40), "`tp` = 1099511627776 is too large; the most allowed is 4294967295"),
-        ("features", s("server"), "`features` takes an array of strings (features = [\"server\"]), found a string; allowed features: chat, server"),
+        ("features", s("server"), "`features` takes an array of strings (features = [\"server\"]), found a string; allowed features: server"),
     ];
     for (key, value, message) in cases {
         let mut a = base();
@@ -359,4 +358,40 @@ fn first_problem_in_argument_order_wins() {
     let e = err(&a);
     assert_eq!(e.arg_index, Some(0));
     assert!(e.message.starts_with("unknown hw `nope`"));
+}
+
+#[test]
+fn constraints_that_would_change_only_the_key_are_refused() {
+    let e = err(&with(&[("batch", ArgValue::Int(8))]));
+    assert_eq!((e.arg_index, e.on_value), (Some(3), true));
+    assert_eq!(
+        e.message,
+        "`batch` = 8 is not supported yet: engines decode one sequence at a time, so a batch would change nothing but the cache key; use batch = 1 or drop the key"
+    );
+    let e = err(&with(&[("features", ArgValue::List(vec!["chat".into()]))]));
+    assert_eq!((e.arg_index, e.on_value), (Some(3), true));
+    assert_eq!(
+        e.message,
+        "feature `chat` changes nothing: every engine already has the chat template and `Engine::chat`; drop it (allowed features: server)"
+    );
+    let e = err(&args(&[
+        ("model", s("qwen2")),
+        ("hw", s("sm_89")),
+        ("quant", s("awq")),
+        ("tp", ArgValue::Int(2)),
+    ]));
+    assert_eq!((e.arg_index, e.on_value), (Some(3), true));
+    assert_eq!(
+        e.message,
+        "`tp` = 2 is not supported yet: cuda engines run on one device, so tensor parallelism would change nothing but the cache key; use tp = 1 or drop the key"
+    );
+    let e = err(&with(&[("reference", s("sibling"))]));
+    assert_eq!((e.arg_index, e.on_value), (Some(3), false));
+    assert_eq!(
+        e.message,
+        "`reference` = \"sibling\" changes nothing with generator = \"ckb\": only the llm implementer reads it; drop it, or set generator = \"llm\" or \"auto\""
+    );
+    // The defaults, spelled out, are fine (and give the same key as leaving them out).
+    let spelled = with(&[("batch", ArgValue::Int(1)), ("tp", ArgValue::Int(1)), ("reference", s("none"))]);
+    assert_eq!(Constraints::from_args(&spelled, &ckb()).unwrap().key(), Constraints::from_args(&base(), &ckb()).unwrap().key());
 }

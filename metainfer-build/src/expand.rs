@@ -49,7 +49,7 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry)
         .constraints
         .has_feature(crate::constraints::Feature::Server)
         .then(|| quote!(::metainfer::__require_server_feature!();));
-    let require_hf = (entry.manifest.constraints.format == "safetensors").then(|| quote!(::metainfer::__require_hf_feature!();));
+    let require_hf = (entry.manifest.constraints.format == crate::ckb::Format::Safetensors).then(|| quote!(::metainfer::__require_hf_feature!();));
     let require_cuda = entry.manifest.constraints.hw.starts_with("sm_").then(|| quote!(::metainfer::__require_cuda_feature!();));
     let summary = format!(
         "A generated inference engine for `{}` (cache key `{key}`).",

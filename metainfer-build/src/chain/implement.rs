@@ -6,7 +6,7 @@
 
 use super::plan::{Plan, Slot};
 use super::ChainError;
-use crate::ckb::Ckb;
+use crate::ckb::{Ckb, TargetKind};
 use std::fmt::Write as _;
 
 /// The code for one slot.
@@ -130,8 +130,8 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     let _ = writeln!(s, "/// The file-level quant this engine was generated for.");
     let _ = writeln!(s, "pub(crate) const QUANT: &str = {};", rust_str(&plan.quant));
     let _ = writeln!(s, "/// The model file format this engine loads (`gguf`, or `safetensors`: a Hugging Face checkpoint directory).");
-    let _ = writeln!(s, "pub(crate) const MODEL_FORMAT: &str = {};", rust_str(&plan.format));
-    if plan.target.kind == "cuda" {
+    let _ = writeln!(s, "pub(crate) const MODEL_FORMAT: &str = {};", rust_str(plan.format.as_str()));
+    if plan.target.kind == TargetKind::Cuda {
         let _ = writeln!(s, "/// The CUDA arch the kernels were compiled for (PTX for compute_XX; newer GPUs JIT it).");
         let _ = writeln!(s, "pub(crate) const CUDA_ARCH: &str = {};", rust_str(&plan.target.arch));
         for d in plan.slots.iter().filter(|d| d.device) {
@@ -181,7 +181,7 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     s.push('\n');
     let _ = writeln!(s, "/// Refuses to run on a CPU without the instruction sets the kernels were compiled for.");
     let _ = writeln!(s, "pub(crate) fn check_cpu() -> rt::Result<()> {{");
-    if plan.target.features.is_empty() || plan.target.kind != "cpu" {
+    if plan.target.features.is_empty() || plan.target.kind != TargetKind::Cpu {
         let _ = writeln!(s, "    Ok(())");
     } else {
         let quoted: Vec<String> = plan.target.features.iter().map(|f| rust_str(f)).collect();
@@ -289,7 +289,7 @@ fn write_arm(s: &mut String, n: &str, is_unsafe: bool, call: &str, some: bool) {
 
 /// `COMPILED_TYPES`, `act_kind`, `dot_row`, `dequant_row`: one arm per selected tensor type.
 fn dispatch(plan: &Plan) -> Result<String, ChainError> {
-    if plan.target.kind == "cuda" {
+    if plan.target.kind == TargetKind::Cuda {
         return dispatch_cuda(plan);
     }
     let named = type_names(plan)?;

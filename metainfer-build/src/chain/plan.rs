@@ -2,8 +2,9 @@
 //! realization chosen for each, and the constants to bake in.
 
 use super::ChainError;
-use crate::ckb::schema::{Contract, ModelFamily, Preset, Quant, QuantKind, RealizationRef, Target};
+use crate::ckb::schema::{Contract, Format, ModelFamily, Preset, Quant, QuantKind, RealizationRef, Target, TargetKind};
 use crate::ckb::Ckb;
+use crate::constraints::{Constraints, Feature, Generator};
 use serde::Serialize;
 
 /// What the chain builds, resolved from the constraints.
@@ -15,12 +16,12 @@ pub struct Plan {
     pub preset: Option<Preset>,
     pub target: Target,
     pub quant: String,
-    /// The model file format (`gguf`, `safetensors`), from the quant.
-    pub format: String,
+    /// The model file format, from the quant.
+    pub format: Format,
     /// Tensor types compiled in, in the order of `ckb/quants` ids.
     pub tensor_types: Vec<Quant>,
     pub max_seq: Option<u32>,
-    pub features: Vec<String>,
+    pub features: Vec<Feature>,
     pub slots: Vec<Slot>,
 }
 
@@ -57,34 +58,17 @@ pub struct Slot {
     pub device: bool,
 }
 
-/// The inputs of a plan, as strings (the constraints are validated before planning).
-pub struct PlanInput<'a> {
-    pub key: &'a str,
-    pub canonical: &'a str,
-    pub model: &'a str,
-    pub hw: &'a str,
-    pub quant: &'a str,
-    pub max_seq: Option<u32>,
-    pub features: Vec<String>,
-    /// `ckb`, `llm` or `auto`: who fills contract slots.
-    pub generator: &'a str,
-}
-
-pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
+/// The plan for validated constraints `c` (every id in them is one the CKB knows; a CKB that
+/// changed since they were validated is reported, not assumed).
+pub fn plan(c: &Constraints, ckb: &Ckb) -> Result<Plan, ChainError> {
     let no = |what: &str, id: &str| ChainError::Plan(format!("the ckb has no {what} '{id}'"));
-    let (family, preset) = match ckb.models.get(input.model) {
-        Some(f) => (f.clone(), None),
-        None => ckb
-            .models
-            .values()
-            .find_map(|f| f.presets.iter().find(|p| p.name == input.model).map(|p| (f.clone(), Some(p.clone()))))
-            .ok_or_else(|| no("model family or preset", input.model))?,
-    };
-    let target = ckb.targets.get(input.hw).ok_or_else(|| no("target", input.hw))?.clone();
-    let q = ckb.quants.get(input.quant).ok_or_else(|| no("quant", input.quant))?;
+    let (family, preset) = ckb.resolve_model(&c.model).ok_or_else(|| no("model family or preset", &c.model))?;
+    let (family, preset) = (family.clone(), preset.cloned());
+    let target = ckb.targets.get(&c.hw).ok_or_else(|| no("target", &c.hw))?.clone();
+    let q = ckb.quants.get(&c.quant).ok_or_else(|| no("quant", &c.quant))?;
     let base_graph = match family.target_graphs.get(&target.kind) {
         Some(g) => g,
-        None if target.kind == "cpu" => &family.graph,
+        None if target.kind == TargetKind::Cpu => &family.graph,
         None => {
             return Err(ChainError::Plan(format!(
                 "target '{}' is a {} target, and model family '{}' has no graph for {} targets (target_graphs.{} in ckb/models/{}.toml)",
@@ -105,7 +89,7 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
         .collect::<Result<_, _>>()?;
 
     let mut slots = Vec::new();
-    let extra = input.features.iter().filter_map(|f| family.feature_sections.get(f)).flatten();
+    let extra = c.features.iter().filter_map(|f| family.feature_sections.get(f.as_str())).flatten();
     let swaps = family.format_sections.get(&q.format);
     let graph: Vec<&String> = base_graph
         .iter()
@@ -121,7 +105,7 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
                     let cid = t.contract.as_deref().ok_or_else(|| {
                         ChainError::Plan(format!("tensor type '{}' names no dot-kernel contract", t.id))
                     })?;
-                    slots.push(contract_slot(ckb, cid, &target, input.generator, true)?);
+                    slots.push(contract_slot(ckb, cid, &target, c.generator, true)?);
                 }
             }
             optional if optional.ends_with('?') => {
@@ -132,20 +116,20 @@ pub fn plan(input: &PlanInput<'_>, ckb: &Ckb) -> Result<Plan, ChainError> {
                     slots.push(slot);
                 }
             }
-            cid => slots.push(contract_slot(ckb, cid, &target, input.generator, false)?),
+            cid => slots.push(contract_slot(ckb, cid, &target, c.generator, false)?),
         }
     }
     Ok(Plan {
-        key: input.key.to_string(),
-        canonical: input.canonical.to_string(),
+        key: c.key(),
+        canonical: c.canonical_toml(),
         family,
         preset,
         target,
-        quant: input.quant.to_string(),
-        format: q.format.clone(),
+        quant: c.quant.clone(),
+        format: q.format,
         tensor_types,
-        max_seq: input.max_seq,
-        features: input.features.clone(),
+        max_seq: c.max_seq,
+        features: c.features.clone(),
         slots,
     })
 }
@@ -175,7 +159,7 @@ pub fn llm_variant(target: &Target) -> String {
 /// The first realization (in the target's variant preference order) whose ISA needs the
 /// target meets, with the variants it must be included with; or, where the generator says so
 /// (`llm`: always; `auto`: when the CKB has none), a slot for the LLM implementer.
-fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: &str, dot_kernel: bool) -> Result<Slot, ChainError> {
+fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: Generator, dot_kernel: bool) -> Result<Slot, ChainError> {
     let c: &Contract = ckb
         .contracts
         .get(cid)
@@ -189,9 +173,9 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: &str, dot_ker
     let want_llm = match generator {
         // Device code (CUDA C) always comes from the ckb: the llm implementer writes Rust.
         _ if from_ckb.as_ref().is_ok_and(|s| s.device) => false,
-        "llm" => true,
-        "auto" => from_ckb.is_err(),
-        _ => false,
+        Generator::Llm => true,
+        Generator::Auto => from_ckb.is_err(),
+        Generator::Ckb => false,
     };
     if !want_llm {
         return from_ckb;

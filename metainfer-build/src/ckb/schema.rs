@@ -1,5 +1,5 @@
 //! The CKB's typed schema. Every file under `ckb/` deserialises into one of these; unknown
-//! fields are errors, so a typo in the knowledge base fails `metainfer ckb check` instead of
+//! fields are errors, so a typo in the knowledge base fails `cargo metainfer ckb check` instead of
 //! being silently ignored.
 
 use serde::{Deserialize, Serialize};
@@ -106,10 +106,10 @@ pub struct ModelFamily {
     /// Per model-file format other than GGUF: graph sections replaced by others
     /// (`safetensors = { gguf_reader = "hf_reader", tokenizer_bpe = "tokenizer_hf" }`).
     #[serde(default)]
-    pub format_sections: BTreeMap<String, BTreeMap<String, String>>,
+    pub format_sections: BTreeMap<Format, BTreeMap<String, String>>,
     /// The graph for targets of another kind (`cuda`), by target kind; `graph` otherwise.
     #[serde(default)]
-    pub target_graphs: BTreeMap<String, Vec<String>>,
+    pub target_graphs: BTreeMap<TargetKind, Vec<String>>,
     /// `neox` (rotate halves) or `normal` (interleaved pairs).
     pub rope: String,
     pub qkv_bias: bool,
@@ -152,8 +152,7 @@ pub struct Quant {
     pub id: String,
     pub kind: QuantKind,
     pub summary: String,
-    /// `gguf` or `safetensors`.
-    pub format: String,
+    pub format: Format,
     /// For a tensor type: the ggml type id.
     #[serde(default)]
     pub ggml_type: Option<u32>,
@@ -184,6 +183,55 @@ pub struct Quant {
     pub file_types: Vec<u32>,
 }
 
+/// The model-file format a quant belongs to.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// A GGUF file (ggml quant types).
+    Gguf,
+    /// A Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json).
+    Safetensors,
+}
+
+impl Format {
+    pub const ALL: &'static [Format] = &[Format::Gguf, Format::Safetensors];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Gguf => "gguf",
+            Format::Safetensors => "safetensors",
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What kind of machine a target is.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    Cpu,
+    Cuda,
+}
+
+impl TargetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Cpu => "cpu",
+            TargetKind::Cuda => "cuda",
+        }
+    }
+}
+
+impl std::fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum QuantKind {
@@ -197,8 +245,7 @@ pub enum QuantKind {
 pub struct Target {
     pub id: String,
     pub summary: String,
-    /// `cpu` or `cuda`.
-    pub kind: String,
+    pub kind: TargetKind,
     /// `x86_64`, `any`, or `sm_89`-style compute capability.
     pub arch: String,
     /// Instruction-set features the engine may use (checked at load time).
@@ -238,16 +285,17 @@ pub struct Gate {
     pub kind: String,
     /// The test code (relative to `ckb/gates/`), compiled inside the candidate engine crate.
     pub source: String,
-    /// Committed inputs it reads (relative to the workspace root).
+    /// Committed inputs it reads, relative to the ckb root (everything a gate reads lives
+    /// under the ckb, never in the workspace a build runs from).
     #[serde(default)]
     pub vectors: Vec<String>,
     /// Contracts it verifies.
     #[serde(default)]
     pub contracts: Vec<String>,
-    /// The script that made the vectors.
+    /// The script that made the vectors (relative to the ckb root).
     #[serde(default)]
     pub made_by: Option<String>,
     /// Target kinds (`cpu`, `cuda`) whose engines it applies to; empty: every kind.
     #[serde(default)]
-    pub target_kinds: Vec<String>,
+    pub target_kinds: Vec<TargetKind>,
 }

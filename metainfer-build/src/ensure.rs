@@ -130,9 +130,9 @@ pub fn ensure_with(
     }
     if ctx.progress {
         crate::progress::line(&format!(
-            "metainfer: generating engine {key} for {} ({} implementer); this takes a few minutes \
-             (about 3 on 2 cores with a warm cargo cache: the candidate compiles in release mode, then \
-             its gates run); later builds use the cache entry",
+            "metainfer: generating engine {key} for {} ({} implementer); this takes a minute \
+             or more (about 75 s on 2 cores: the candidate compiles in release mode, then its gates \
+             run); later builds use the cache entry",
             c.summary(),
             c.generator.as_str()
         ));

@@ -44,7 +44,7 @@ fn offline_miss_names_key_dirs_and_fix() {
     assert_eq!(
         e.to_string(),
         format!(
-            "no cache entry for engine {key} (model=qwen2 hw=x86_64-avx2 quant=q4_k_m), and generating one is off (CARGO_NET_OFFLINE=true); searched: cache; fix: run `cargo metainfer prepare` in this workspace where generation is allowed (no `cargo metainfer`? install it: `cargo install --path {cli}`), or build once with METAINFER_MODE=auto; then commit the new entry cache/{key}/",
+            "no cache entry for engine {key} (model=qwen2 hw=x86_64-avx2 quant=q4_k_m), and generating one is off (CARGO_NET_OFFLINE=true); searched: cache; fix: run `cargo metainfer prepare` in this workspace where generation is allowed (no `cargo metainfer`? install it: `cargo install --path {cli}`), or build once with METAINFER_MODE unset (or auto) and CARGO_NET_OFFLINE unset; then commit the new entry cache/{key}/",
             key = c().key(),
             cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("../metainfer-cli").canonicalize().unwrap().display()
         )

@@ -166,7 +166,8 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
         .map(|a| a.to_token_stream())
         .collect::<TokenStream>();
     let vis = strukt.vis.to_token_stream();
-    Ok(crate::expand::expand(attrs, vis, &strukt.ident, &entry))
+    let kind = ckb.targets.get(&c.hw).map_or(crate::ckb::TargetKind::Cpu, |t| t.kind);
+    Ok(crate::expand::expand(attrs, vis, &strukt.ident, &entry, kind))
 }
 
 #[cfg(test)]

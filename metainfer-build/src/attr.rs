@@ -166,8 +166,7 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
         .map(|a| a.to_token_stream())
         .collect::<TokenStream>();
     let vis = strukt.vis.to_token_stream();
-    let kind = ckb.targets.get(&c.hw).map_or(crate::ckb::TargetKind::Cpu, |t| t.kind);
-    Ok(crate::expand::expand(attrs, vis, &strukt.ident, &entry, kind))
+    Ok(crate::expand::expand(attrs, vis, &strukt.ident, &entry, &ckb))
 }
 
 #[cfg(test)]

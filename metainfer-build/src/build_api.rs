@@ -150,8 +150,7 @@ impl Engine {
         }
         let c = self.constraints(ckb)?;
         let entry: Entry = ensure(&c, ckb, ctx).map_err(|e| self.context(e))?;
-        let kind = ckb.targets.get(&c.hw).map_or(crate::ckb::TargetKind::Cpu, |t| t.kind);
-        let source = expand_source(&self.name, &entry, kind);
+        let source = expand_source(&self.name, &entry, ckb);
         let path = out_dir.join(format!("metainfer_{}.rs", self.name));
         let unchanged = std::fs::read_to_string(&path).is_ok_and(|old| old == source);
         if !unchanged {

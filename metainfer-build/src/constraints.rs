@@ -323,7 +323,7 @@ impl<'a> Parser<'a> {
                 join(v)
             }
             "quant" => join(self.file_quants(None)),
-            "format" => join(self.formats()),
+            "format" => join(self.formats().iter().map(|f| f.as_str())),
             "features" => join(Feature::SUPPORTED.iter().map(|f| f.as_str())),
             "generator" => join(Generator::ALL.iter().map(|f| f.as_str())),
             "reference" => join(Reference::ALL.iter().map(|f| f.as_str())),
@@ -349,13 +349,9 @@ impl<'a> Parser<'a> {
             .collect()
     }
 
-    fn formats(&self) -> Vec<&'static str> {
-        let mut v: Vec<&str> = self
-            .ckb
-            .quants
-            .values()
-            .map(|q| q.format.as_str())
-            .collect();
+    /// The formats of the CKB's quants, sorted.
+    fn formats(&self) -> Vec<Format> {
+        let mut v: Vec<Format> = self.ckb.quants.values().map(|q| q.format).collect();
         v.sort();
         v.dedup();
         v
@@ -474,10 +470,10 @@ impl<'a> Parser<'a> {
             }
             "format" => {
                 let v = self.string(i, arg, "gguf")?;
-                let Some(f) = Format::ALL.iter().find(|f| f.as_str() == v && self.formats().contains(&v)) else {
+                let Some(f) = self.formats().into_iter().find(|f| f.as_str() == v) else {
                     return Err(unknown("format", v, "format"));
                 };
-                g.format = Some(*f);
+                g.format = Some(f);
             }
             "max_seq" => g.max_seq = Some(self.positive(i, arg)?),
             "batch" => {

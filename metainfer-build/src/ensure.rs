@@ -85,23 +85,18 @@ pub fn feature_needed(c: &Constraints, ckb: &Ckb) -> Result<Option<crate::error:
     if !cfg!(feature = "llm") && c.generator != Generator::Ckb {
         let gaps = chain::llm_slots(c, ckb)?;
         if !gaps.is_empty() {
-            return Ok(Some(crate::error::FeatureOff {
-                key: "generator",
-                feature: "llm",
-                why: format!(
-                    "generator = \"{}\" asks an llm for slot(s) {}, and the llm client (ureq with TLS) is built only with the `llm` feature",
-                    c.generator.as_str(),
-                    gaps.join(", ")
-                ),
-            }));
+            return Ok(Some(crate::error::FeatureOff::llm(format!(
+                "generator = \"{}\" asks an llm for slot(s) {}, and the llm client (ureq with TLS) is built only with the `llm` feature",
+                c.generator.as_str(),
+                gaps.join(", ")
+            ))));
         }
     }
-    if !cfg!(feature = "cuda") && ckb.targets.get(&c.hw).is_some_and(|t| t.kind == crate::ckb::TargetKind::Cuda) {
-        return Ok(Some(crate::error::FeatureOff {
-            key: "hw",
-            feature: "cuda",
-            why: format!("hw = \"{}\" compiles its kernels with NVRTC, which is loaded only with the `cuda` feature", c.hw),
-        }));
+    if !cfg!(feature = "cuda") && ckb.target_kind(&c.hw) == Some(crate::ckb::TargetKind::Cuda) {
+        return Ok(Some(crate::error::FeatureOff::cuda(format!(
+            "hw = \"{}\" compiles its kernels with NVRTC, which is loaded only with the `cuda` feature",
+            c.hw
+        ))));
     }
     Ok(None)
 }

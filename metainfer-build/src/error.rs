@@ -17,6 +17,18 @@ pub struct FeatureOff {
     pub why: String,
 }
 
+impl FeatureOff {
+    /// The LLM client is off; `why` says what asked for it.
+    pub fn llm(why: String) -> FeatureOff {
+        FeatureOff { key: "generator", feature: "llm", why }
+    }
+
+    /// NVRTC is off; `why` says what asked for it.
+    pub fn cuda(why: String) -> FeatureOff {
+        FeatureOff { key: "hw", feature: "cuda", why }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]

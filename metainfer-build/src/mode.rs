@@ -31,6 +31,11 @@ impl fmt::Display for Mode {
     }
 }
 
+/// Whether a `CARGO_NET_OFFLINE` value turns the network off (cargo's reading: `true`).
+pub fn net_offline(value: &str) -> bool {
+    value.trim().eq_ignore_ascii_case("true")
+}
+
 /// The mode of this build and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModeSetting {
@@ -73,7 +78,7 @@ impl ModeSetting {
             },
         };
         if mode == Mode::Auto {
-            if get("CARGO_NET_OFFLINE").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            if get("CARGO_NET_OFFLINE").is_some_and(|v| net_offline(&v)) {
                 return Ok(ModeSetting {
                     mode: Mode::Offline,
                     reason: "CARGO_NET_OFFLINE=true".into(),

@@ -110,7 +110,7 @@ fn candidates() -> Result<Vec<PathBuf>, String> {
 
 #[cfg(not(feature = "cuda"))]
 fn load() -> Result<Lib, String> {
-    Err("metainfer-build was built without its `cuda` feature, which loads NVRTC; turn it on (metainfer = { …, features = [\"cuda\"] })".into())
+    Err(crate::error::FeatureOff::cuda("NVRTC is loaded only with the `cuda` feature".into()).to_string())
 }
 
 #[cfg(feature = "cuda")]

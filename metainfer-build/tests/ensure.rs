@@ -137,7 +137,7 @@ fn expansion_includes_every_entry_file() {
     cand.files
         .insert("kernels/dot.ptx".into(), b".version 8.0\n".to_vec());
     let e = cache.write(&c(), "d", &cand).unwrap();
-    let src = expand_source("CoderEngine", &e, metainfer_build::ckb::TargetKind::Cpu);
+    let src = expand_source("CoderEngine", &e, &common::ckb());
     let dir = e.dir.display().to_string();
     assert!(
         src.contains("pub struct CoderEngine (__metainfer_coder_engine :: Engine) ;"),

@@ -132,7 +132,7 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
         ));
     }
     let mut out = run_cargo(s, compiled, run, true, progress)?;
-    let net_off = std::env::var("CARGO_NET_OFFLINE").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let net_off = std::env::var("CARGO_NET_OFFLINE").is_ok_and(|v| crate::mode::net_offline(&v));
     if !out.success && !out.ran_tests && !net_off && needs_network(&out.stderr) {
         // The generator's lock names crates this machine has not downloaded yet (a first build
         // elsewhere): fetch them once, with the versions the lock pins.

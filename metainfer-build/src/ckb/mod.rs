@@ -135,12 +135,19 @@ impl Ckb {
         Ok(())
     }
 
-    /// The directory `vectors` paths of gates are relative to: the parent of the CKB root.
+    /// The directory above the CKB root: for the CKB of a metainfer checkout, the checkout
+    /// (its own tools keep their cache and scratch dirs there). Nothing a gate reads is found
+    /// from it: gate paths are relative to [`Ckb::root`].
     pub fn workspace_root(&self) -> PathBuf {
         self.root
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.root.clone())
+    }
+
+    /// The kind of target `id` (None: the CKB has no such target).
+    pub fn target_kind(&self, id: &str) -> Option<TargetKind> {
+        self.targets.get(id).map(|t| t.kind)
     }
 
     /// Model family of `model`, which is a family name or a preset name; with the preset.

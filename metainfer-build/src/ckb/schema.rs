@@ -194,7 +194,6 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: &'static [Format] = &[Format::Gguf, Format::Safetensors];
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Gguf => "gguf",

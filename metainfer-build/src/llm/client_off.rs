@@ -25,8 +25,9 @@ impl Client {
         _req: &ChatRequest,
         _on_delta: &mut dyn FnMut(&str),
     ) -> Result<ChatReply, LlmError> {
-        Err(LlmError::Config(
-            "metainfer-build was built without its `llm` feature, so it has no http client; turn it on (metainfer = { …, features = [\"llm\"] }, or metainfer-build's `llm` feature from build.rs)".into(),
-        ))
+        let off = crate::error::FeatureOff::llm(
+            "the llm client (ureq with TLS) is built only with the `llm` feature".into(),
+        );
+        Err(LlmError::Config(off.to_string()))
     }
 }

@@ -26,8 +26,8 @@ fn entry(cache: &Cache, ckb: &Ckb, quant: &str) -> Entry {
     );
     files.insert("transcript.jsonl".to_string(), b"{}\n".to_vec());
     let slots = vec![SlotRecord {
-        slot: "forward_qwen2".into(),
-        contract: "forward_qwen2".into(),
+        slot: "forward_decoder".into(),
+        contract: "forward_decoder".into(),
         version: 1,
         implementer: "hand".into(),
         realization: "fixture".into(),

@@ -27,8 +27,8 @@ fn candidate() -> Candidate {
     Candidate {
         files,
         slots: vec![SlotRecord {
-            slot: "forward_qwen2".into(),
-            contract: "forward_qwen2".into(),
+            slot: "forward_decoder".into(),
+            contract: "forward_decoder".into(),
             version: 1,
             implementer: "hand".into(),
             realization: "fixture".into(),

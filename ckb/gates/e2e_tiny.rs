@@ -1,14 +1,14 @@
-// Gate e2e_tiny: the engine's logits on the synthetic tiny qwen2 model against the float64
-// numpy reference, per position, and its greedy continuation against the reference's.
-// GGUF engines load ckb/gates/fixtures/tiny-qwen2.gguf (reference ckb/gates/reference/qwen2_ref.py,
-// vectors tiny_qwen2_*.txt); safetensors engines the AWQ checkpoint ckb/gates/fixtures/tiny-qwen2-awq
-// (reference qwen2_awq_ref.py, which unpacks AutoAWQ's packing itself; vectors
-// tiny_qwen2_awq_*.txt). Compiled inside the candidate engine crate.
+// Gate e2e_tiny: the engine's logits on the synthetic tiny model of its family against the
+// float64 numpy reference, per position, and its greedy continuation against the reference's.
+// GGUF engines load ckb/gates/fixtures/tiny-<arch>.gguf (reference ckb/gates/reference/<arch>_ref.py,
+// vectors tiny_<arch>_*.txt); safetensors engines the AWQ checkpoint ckb/gates/fixtures/tiny-<arch>-awq
+// (reference <arch>_awq_ref.py, which unpacks AutoAWQ's packing itself; vectors
+// tiny_<arch>_awq_*.txt). Compiled inside the candidate engine crate.
 
 /// (model path, vectors dir, vectors file prefix) for this engine's model format.
-fn e2e_paths() -> (std::path::PathBuf, std::path::PathBuf, &'static str) {
+fn e2e_paths() -> (std::path::PathBuf, std::path::PathBuf, String) {
     let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
-    let prefix = if MODEL_FORMAT == "safetensors" { "tiny_qwen2_awq" } else { "tiny_qwen2" };
+    let prefix = if MODEL_FORMAT == "safetensors" { format!("tiny_{MODEL_ARCH}_awq") } else { format!("tiny_{MODEL_ARCH}") };
     (gate_tiny_model(), data.join("vectors"), prefix)
 }
 

@@ -1,6 +1,7 @@
-// Gate greedy_real: greedy tokens on the real Qwen2.5-Coder-0.5B-Instruct Q4_K_M against
-// llama.cpp's (ckb/gates/vectors/llamacpp_greedy_qwen.txt, made by scripts/anchor/). Runs when
-// METAINFER_REAL_MODEL names the model file; otherwise it reports itself skipped.
+// Gate greedy_real: greedy tokens on the family's real model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M
+// for qwen2, SmolLM2-135M-Instruct Q4_1 for llama) against llama.cpp's
+// (ckb/gates/vectors/llamacpp_greedy_<arch>.txt, made by scripts/anchor/). Runs when
+// METAINFER_REAL_MODEL names a file of the engine's family; otherwise it reports itself skipped.
 //
 // Each case must match llama.cpp token for token up to the first step where llama.cpp's own
 // top-1/top-2 logit margin (recorded in the vectors file) is below NEAR_TIE: there two correct
@@ -10,12 +11,9 @@ const NEAR_TIE: f32 = 0.1;
 
 #[test]
 fn greedy_matches_llama_cpp() {
-    let Some(model) = std::env::var_os("METAINFER_REAL_MODEL").map(std::path::PathBuf::from).filter(|p| p.exists()) else {
-        println!("GATE greedy_real skipped reason=\"METAINFER_REAL_MODEL is not set to an existing model file\"");
-        return;
-    };
+    let Some(model) = gate_real_model("greedy_real") else { return };
     let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
-    let text = std::fs::read_to_string(data.join("vectors/llamacpp_greedy_qwen.txt")).expect("llama.cpp greedy vectors");
+    let text = std::fs::read_to_string(data.join(format!("vectors/llamacpp_greedy_{MODEL_ARCH}.txt"))).expect("llama.cpp greedy vectors");
     // cases: (margins, prompt, ids); a margins comment precedes each prompt line
     let mut cases: Vec<(Vec<f32>, String, Vec<u32>)> = Vec::new();
     let mut margins = Vec::new();

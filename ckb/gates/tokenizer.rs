@@ -1,6 +1,8 @@
-// Gate `tokenizer`: the engine's byte-level BPE tokenizer against reference ids made with HF
-// `tokenizers` (ckb/gates/make_vectors.py), on the tiny synthetic model and, when
-// METAINFER_REAL_MODEL names a file, on the real Qwen2.5 vocab. Compiled inside the engine
+// Gate `tokenizer`: the engine's byte-level BPE tokenizer against reference ids, on the tiny
+// synthetic model of its family (vectors tokenizer_tiny_<arch>.txt) and, when
+// METAINFER_REAL_MODEL names a file of its family, on the real vocab (tokenizer_<arch>.txt).
+// The references: HF `tokenizers` for qwen2 (ckb/gates/reference/tokenizer_ref.py), llama.cpp's
+// own tokenizer for llama (ckb/gates/reference/llama_tokenize.py). Compiled inside the engine
 // crate: sees `Gguf`, `Tokenizer` and every other engine item.
 //
 // Vector format (tokenizer_*.txt): '#' comment lines, then pairs of lines, a JSON string with the text, then the
@@ -74,7 +76,7 @@ fn gate_tokenizer_tiny() {
     let data = gate_tok_dir("METAINFER_GATE_DATA", "ckb/gates");
     let g = Gguf::open(&gate_tiny_model()).expect("open the tiny fixture");
     let tok = Tokenizer::from_gguf(&g).expect("tokenizer from the tiny fixture");
-    let cases = gate_tok_cases(&data.join("vectors").join("tokenizer_tiny.txt"));
+    let cases = gate_tok_cases(&data.join("vectors").join(format!("tokenizer_tiny_{MODEL_ARCH}.txt")));
 
     // Structure: specials are single ids only when parsed; eos ends generation; bytes round-trip.
     let mut structural = 0usize;
@@ -113,23 +115,9 @@ fn gate_tokenizer_tiny() {
 
 #[test]
 fn gate_tokenizer_real() {
-    if MODEL_FORMAT != "gguf" {
-        println!("GATE tokenizer_real skipped reason=\"the real model is a GGUF; this engine loads {MODEL_FORMAT} checkpoints\"");
-        return;
-    }
-    let model = match std::env::var_os("METAINFER_REAL_MODEL") {
-        Some(p) if std::path::Path::new(&p).is_file() => std::path::PathBuf::from(p),
-        Some(p) => {
-            println!("GATE tokenizer_real skipped reason=\"METAINFER_REAL_MODEL={} is not a file\"", std::path::Path::new(&p).display());
-            return;
-        }
-        None => {
-            println!("GATE tokenizer_real skipped reason=\"METAINFER_REAL_MODEL not set\"");
-            return;
-        }
-    };
+    let Some(model) = gate_real_model("tokenizer_real") else { return };
     let data = gate_tok_dir("METAINFER_GATE_DATA", "ckb/gates");
-    let vectors = data.join("vectors").join("tokenizer_qwen.txt");
+    let vectors = data.join("vectors").join(format!("tokenizer_{MODEL_ARCH}.txt"));
     if !vectors.is_file() {
         println!("GATE tokenizer_real skipped reason=\"{} missing\"", vectors.display());
         return;

@@ -8,7 +8,7 @@ use metainfer::{GenParams, Message};
 
 /// (llama.cpp's per-step margins, prompt, llama.cpp's greedy ids), from the committed vectors.
 fn llama_cases() -> Vec<(Vec<f32>, String, Vec<u32>)> {
-    let text = std::fs::read_to_string(common::root().join("ckb/gates/vectors/llamacpp_greedy_qwen.txt")).unwrap();
+    let text = std::fs::read_to_string(common::root().join("ckb/gates/vectors/llamacpp_greedy_qwen2.txt")).unwrap();
     let (mut cases, mut margins, mut prompt) = (Vec::new(), Vec::new(), None::<String>);
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(m) = line.strip_prefix("# top1-top2 logit margin per step:") {

@@ -50,7 +50,7 @@ fn cuda_engines_plan_host_code_and_device_code_apart() {
         }
         assert!(plan.slots.iter().filter(|s| s.id.starts_with("dot_")).all(|s| s.variants == ["blocks"]), "{hw}: dot slots beyond blocks");
         assert!(!engine.contains("fn dot_row("), "{hw}: a CPU dispatch in a cuda engine");
-        assert!(engine.contains("forward_qwen2/cuda") && engine.contains(&format!("pub(crate) const CUDA_ARCH: &str = \"{hw}\";")), "{hw}: header / forward");
+        assert!(engine.contains("forward_decoder/cuda") && engine.contains(&format!("pub(crate) const CUDA_ARCH: &str = \"{hw}\";")), "{hw}: header / forward");
         assert!(engine.contains(&format!("pub(crate) const KERNELS_CUDA_PTX: &str = \"kernels_cuda.{hw}.ptx\";")), "{hw}: PTX name");
         if quant == "awq" {
             assert!(ids.contains(&"hf_reader") && ids.contains(&"tokenizer_hf"), "{hw} awq: format swaps: {ids:?}");

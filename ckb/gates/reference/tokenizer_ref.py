@@ -12,9 +12,9 @@ Usage:
   python3 tokenizer_ref.py MODEL.gguf --cases OUT.txt              # write the gate file
 Gate files (one case per 2 lines: the text as a JSON string; the ids comma-separated):
   python3 ckb/gates/reference/tokenizer_ref.py ckb/gates/fixtures/tiny-qwen2.gguf \
-      --cases ckb/gates/vectors/tokenizer_tiny.txt
+      --cases ckb/gates/vectors/tokenizer_tiny_qwen2.txt
   python3 ckb/gates/reference/tokenizer_ref.py models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
-      --cases ckb/gates/vectors/tokenizer_qwen.txt
+      --cases ckb/gates/vectors/tokenizer_qwen2.txt
 Needs: gguf, tokenizers (pip install gguf tokenizers).
 """
 import argparse

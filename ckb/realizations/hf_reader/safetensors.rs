@@ -3,7 +3,7 @@
 // Every safetensors header is validated before any tensor is read: u64 LE header length, JSON
 // {name: {dtype, shape, data_offsets}}, each range inside the data and disjoint from the
 // others. The tensors the qwen2 graph reads are copied into one arena under their GGUF names
-// (AutoAWQ GEMM layers repacked into AWQ_INT4 rows), and config.json is presented as qwen2.*
+// (AutoAWQ GEMM layers repacked into AWQ_INT4 rows), and config.json is presented as <model_type>.*
 // metadata: the sections after this one use the GGUF reader's interface unchanged.
 
 use std::collections::HashMap;
@@ -138,7 +138,7 @@ enum HfMeta {
 }
 
 /// A Hugging Face checkpoint, loaded: the arena of tensors the engine reads, the metadata
-/// (qwen2.* keys from config.json) and the tokenizer files.
+/// (<model_type>.* keys from config.json) and the tokenizer files.
 pub(crate) struct HfCheckpoint {
     pub(crate) dir: PathBuf,
     pub(crate) arena: Vec<u8>,                  // every tensor, 64-aligned (see TensorInfo.offset)
@@ -179,7 +179,7 @@ fn hf_gguf_name(stem: &str) -> Option<String> {
     HF_LAYER_NAMES.iter().find(|(hf, _)| *hf == part).map(|(_, g)| format!("blk.{n}.{g}"))
 }
 
-// config.json integer keys and the qwen2.* metadata keys they become.
+// config.json integer keys and the <model_type>.* metadata keys they become.
 const HF_CONFIG_INTS: [(&str, &str); 6] = [
     ("num_hidden_layers", "block_count"),
     ("hidden_size", "embedding_length"),
@@ -269,7 +269,7 @@ impl HfCheckpoint {
         Ok(ck)
     }
 
-    // config.json (and tokenizer_config.json's chat template) as qwen2.* metadata.
+    // config.json (and tokenizer_config.json's chat template) as <model_type>.* metadata.
     fn read_config(&mut self) -> rt::Result<()> {
         let c = self.config.clone();
         let arch = c.get("model_type").and_then(|v| v.as_str()).ok_or_else(|| rt::Error::format("config.json: model_type", "missing or not a string"))?.to_string();

@@ -6,6 +6,7 @@
 
 use super::plan::{Plan, Slot};
 use super::ChainError;
+use crate::ckb::schema::{ModelFamily, RopeStyle};
 use crate::ckb::{Ckb, TargetKind};
 use std::fmt::Write as _;
 
@@ -179,6 +180,7 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
         }
     }
     s.push('\n');
+    family_constants(&mut s, &plan.family);
     let _ = writeln!(s, "/// Refuses to run on a CPU without the instruction sets the kernels were compiled for.");
     let _ = writeln!(s, "pub(crate) fn check_cpu() -> rt::Result<()> {{");
     if plan.target.features.is_empty() || plan.target.kind != TargetKind::Cpu {
@@ -204,6 +206,48 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     }
     let _ = writeln!(s, "}}");
     s
+}
+
+/// What the model family's TOML states, as constants the family-generic realizations read
+/// (every branch on them folds at compile time: one path per engine).
+fn family_constants(s: &mut String, f: &ModelFamily) {
+    let arch_key = |k: &str| k.replace("{arch}", &f.gguf_arch);
+    let opt = |t: &Option<String>| match t {
+        Some(t) => format!("Some({})", rust_str(t)),
+        None => "None".into(),
+    };
+    let _ = writeln!(s, "/// The {} family's GGUF tensor names (ckb/models/{}.toml; `{{n}}`: the layer).", f.family, f.family);
+    for (name, t) in f.tensors.all() {
+        if !name.ends_with("_bias") {
+            let _ = writeln!(s, "pub(crate) const T_{}: &str = {};", name.to_uppercase(), rust_str(t));
+        }
+    }
+    let _ = writeln!(s, "/// q, k, v biases (`None`: the family has none).");
+    for (name, t) in [("attn_q_bias", &f.tensors.attn_q_bias), ("attn_k_bias", &f.tensors.attn_k_bias), ("attn_v_bias", &f.tensors.attn_v_bias)] {
+        let _ = writeln!(s, "pub(crate) const T_{}: Option<&str> = {};", name.to_uppercase(), opt(t));
+    }
+    let _ = writeln!(s, "/// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.");
+    let _ = writeln!(s, "pub(crate) const TIED_OUTPUT_ALLOWED: bool = {};", f.tied_embeddings_allowed);
+    let _ = writeln!(s, "/// The family's GGUF metadata keys.");
+    for (name, k) in f.metadata.all() {
+        let _ = writeln!(s, "pub(crate) const K_{}: &str = {};", name.to_uppercase(), rust_str(&arch_key(k)));
+    }
+    let _ = writeln!(s, "/// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal).");
+    let _ = writeln!(s, "pub(crate) const ROPE_NEOX: bool = {};", f.rope == RopeStyle::Neox);
+    let _ = writeln!(s, "/// `tokenizer.ggml.model` the tokenizer implements.");
+    let _ = writeln!(s, "pub(crate) const TOKENIZER_MODEL: &str = {};", rust_str(&f.tokenizer.model));
+    let _ = writeln!(s, "/// `tokenizer.ggml.pre` values the family's files use, each with its split regexes (applied in order).");
+    let _ = writeln!(s, "pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &[");
+    for (name, res) in &f.tokenizer.pre {
+        let res: Vec<String> = res.iter().map(|r| rust_str(r)).collect();
+        let _ = writeln!(s, "    ({}, &[{}]),", rust_str(name), res.join(", "));
+    }
+    let _ = writeln!(s, "];");
+    let _ = writeln!(s, "/// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.");
+    let _ = writeln!(s, "pub(crate) const ADD_BOS_DEFAULT: bool = {};", f.tokenizer.add_bos_default);
+    let _ = writeln!(s, "/// The chat template used when the file has none.");
+    let _ = writeln!(s, "pub(crate) const DEFAULT_CHAT_TEMPLATE: Option<&str> = {};", opt(&f.default_chat_template));
+    s.push('\n');
 }
 
 /// (engine name, ckb id) of every compiled tensor type, in plan order.

@@ -91,6 +91,12 @@ pub fn plan(c: &Constraints, ckb: &Ckb) -> Result<Plan, ChainError> {
     let mut slots = Vec::new();
     let extra = c.features.iter().filter_map(|f| family.feature_sections.get(f.as_str())).flatten();
     let swaps = family.format_sections.get(&q.format);
+    if q.format != Format::Gguf && swaps.is_none() {
+        return Err(ChainError::Plan(format!(
+            "quant '{}' reads {} model files, and model family '{}' knows only GGUF files (no format_sections.{} in ckb/models/{}.toml); use a GGUF quant such as q4_k_m or q8_0",
+            q.id, q.format.as_str(), family.family, q.format.as_str(), family.family
+        )));
+    }
     let graph: Vec<&String> = base_graph
         .iter()
         .map(|s| swaps.and_then(|m| m.get(s.trim_end_matches('?'))).unwrap_or(s))

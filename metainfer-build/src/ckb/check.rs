@@ -219,11 +219,30 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
                 }
             }
         }
-        if m.rope != "neox" && m.rope != "normal" {
+        let biases = [&m.tensors.attn_q_bias, &m.tensors.attn_k_bias, &m.tensors.attn_v_bias];
+        if m.qkv_bias != biases.iter().all(|b| b.is_some()) || biases.iter().any(|b| b.is_some() != m.qkv_bias) {
             p.push(format!(
-                "{file}: rope `{}` is not one of neox, normal",
-                m.rope
+                "{file}: qkv_bias = {} but tensors has {} of attn_q_bias, attn_k_bias, attn_v_bias (all three when true, none when false)",
+                m.qkv_bias,
+                biases.iter().filter(|b| b.is_some()).count()
             ));
+        }
+        for (name, t) in m.tensors.all() {
+            let per_layer = name.starts_with("attn_") || name.starts_with("ffn_");
+            if per_layer != t.contains("{n}") {
+                p.push(format!(
+                    "{file}: tensors.{name} = `{t}` {} `{{n}}` (per-layer tensors name their layer with it, the others must not)",
+                    if per_layer { "lacks" } else { "has" }
+                ));
+            }
+        }
+        for (name, k) in m.metadata.all() {
+            if k.is_empty() || k.contains("{n}") {
+                p.push(format!("{file}: metadata.{name} = `{k}` is not a metadata key"));
+            }
+        }
+        if m.tokenizer.pre.is_empty() || m.tokenizer.pre.values().any(|r| r.is_empty()) {
+            p.push(format!("{file}: tokenizer.pre must name at least one pre-tokenizer, each with at least one regex"));
         }
         for f in &m.failure_modes {
             if !fms.contains(f.as_str()) {

@@ -110,22 +110,163 @@ pub struct ModelFamily {
     /// The graph for targets of another kind (`cuda`), by target kind; `graph` otherwise.
     #[serde(default)]
     pub target_graphs: BTreeMap<TargetKind, Vec<String>>,
-    /// `neox` (rotate halves) or `normal` (interleaved pairs).
-    pub rope: String,
+    /// How rope pairs the dimensions of a head.
+    pub rope: RopeStyle,
+    /// The normalisation before attention, before the FFN and before the output.
+    #[serde(default)]
+    pub norm: NormKind,
+    /// The FFN's gate activation (`act(gate) * up`).
+    #[serde(default)]
+    pub activation: Activation,
+    /// Whether q, k and v have biases (`attn_{q,k,v}_bias` in `tensors` exactly when true).
     pub qkv_bias: bool,
     /// Whether the output matrix may be missing and the embedding reused.
     pub tied_embeddings_allowed: bool,
-    /// Logical name → GGUF tensor name (`{n}` is the layer index).
-    pub tensors: BTreeMap<String, String>,
-    /// Logical name → GGUF metadata key (`{arch}` is gguf_arch).
-    pub metadata: BTreeMap<String, String>,
+    /// GGUF tensor names (`{n}` is the layer index).
+    pub tensors: TensorNames,
+    /// GGUF metadata keys (`{arch}` is gguf_arch).
+    pub metadata: MetadataKeys,
+    /// The tokenizer files of this family carry.
+    pub tokenizer: TokenizerSpec,
     /// Where the chat template comes from (`gguf:tokenizer.chat_template`).
     pub chat_template: String,
+    /// A Jinja chat template used when the file has none (`None`: chat needs the file's own).
+    #[serde(default)]
+    pub default_chat_template: Option<String>,
     /// Sizes whose exact dims are known and baked into the engine.
     #[serde(default)]
     pub presets: Vec<Preset>,
     #[serde(default)]
     pub failure_modes: Vec<String>,
+}
+
+/// How rope pairs the dimensions of a head (llama.cpp's rope types).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RopeStyle {
+    /// Pairs `(i, i + head_dim / 2)` (LLAMA_ROPE_TYPE_NEOX: qwen2, gemma).
+    Neox,
+    /// Adjacent pairs `(2i, 2i + 1)` (LLAMA_ROPE_TYPE_NORM: llama, mistral).
+    Normal,
+}
+
+/// The family's normalisation.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NormKind {
+    /// `x / sqrt(mean(x²) + eps) * w`, eps from `metadata.rms_eps`.
+    #[default]
+    Rms,
+}
+
+/// The FFN's gate activation.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// `x * sigmoid(x)` (SwiGLU).
+    #[default]
+    Silu,
+}
+
+/// The GGUF tensor names a dense decoder reads (`{n}`: the layer index).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TensorNames {
+    pub token_embd: String,
+    pub output_norm: String,
+    /// Missing from files with tied embeddings (allowed when `tied_embeddings_allowed`).
+    pub output: String,
+    pub attn_norm: String,
+    pub attn_q: String,
+    pub attn_k: String,
+    pub attn_v: String,
+    #[serde(default)]
+    pub attn_q_bias: Option<String>,
+    #[serde(default)]
+    pub attn_k_bias: Option<String>,
+    #[serde(default)]
+    pub attn_v_bias: Option<String>,
+    pub attn_output: String,
+    pub ffn_norm: String,
+    pub ffn_gate: String,
+    pub ffn_up: String,
+    pub ffn_down: String,
+}
+
+impl TensorNames {
+    /// Every (logical name, GGUF name) pair, optional ones where present.
+    pub fn all(&self) -> Vec<(&'static str, &str)> {
+        let mut v = vec![
+            ("token_embd", self.token_embd.as_str()),
+            ("output_norm", self.output_norm.as_str()),
+            ("output", self.output.as_str()),
+            ("attn_norm", self.attn_norm.as_str()),
+            ("attn_q", self.attn_q.as_str()),
+            ("attn_k", self.attn_k.as_str()),
+            ("attn_v", self.attn_v.as_str()),
+        ];
+        for (k, t) in [("attn_q_bias", &self.attn_q_bias), ("attn_k_bias", &self.attn_k_bias), ("attn_v_bias", &self.attn_v_bias)] {
+            if let Some(t) = t {
+                v.push((k, t.as_str()));
+            }
+        }
+        v.extend([
+            ("attn_output", self.attn_output.as_str()),
+            ("ffn_norm", self.ffn_norm.as_str()),
+            ("ffn_gate", self.ffn_gate.as_str()),
+            ("ffn_up", self.ffn_up.as_str()),
+            ("ffn_down", self.ffn_down.as_str()),
+        ]);
+        v
+    }
+}
+
+/// The GGUF metadata keys a dense decoder reads (`{arch}`: the family's gguf_arch).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataKeys {
+    pub arch: String,
+    pub n_layer: String,
+    pub n_embd: String,
+    pub n_ff: String,
+    pub n_head: String,
+    pub n_head_kv: String,
+    pub context_length: String,
+    pub rope_theta: String,
+    pub rms_eps: String,
+    pub file_type: String,
+}
+
+impl MetadataKeys {
+    /// Every (logical name, key pattern) pair.
+    pub fn all(&self) -> [(&'static str, &str); 10] {
+        [
+            ("arch", self.arch.as_str()),
+            ("n_layer", self.n_layer.as_str()),
+            ("n_embd", self.n_embd.as_str()),
+            ("n_ff", self.n_ff.as_str()),
+            ("n_head", self.n_head.as_str()),
+            ("n_head_kv", self.n_head_kv.as_str()),
+            ("context_length", self.context_length.as_str()),
+            ("rope_theta", self.rope_theta.as_str()),
+            ("rms_eps", self.rms_eps.as_str()),
+            ("file_type", self.file_type.as_str()),
+        ]
+    }
+}
+
+/// The tokenizer a family's files carry.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizerSpec {
+    /// `tokenizer.ggml.model` (`gpt2`: byte-level BPE).
+    pub model: String,
+    /// `tokenizer.ggml.pre` values this family's files use → the split regexes llama.cpp applies
+    /// for it, in order (each splits the pieces of the one before).
+    pub pre: BTreeMap<String, Vec<String>>,
+    /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token` (llama.cpp's
+    /// default for the tokenizer model).
+    pub add_bos_default: bool,
 }
 
 /// Exact dims of a known model size (`model = "qwen2.5-0.5b"`).

@@ -108,7 +108,7 @@ fn check_finds_broken_references() {
         "with = [\"scalr\"]",
     );
     edit(
-        "contracts/forward_qwen2.toml",
+        "contracts/forward_decoder.toml",
         "failure_modes = [\"rope_layout\"]",
         "failure_modes = [\"rope\"]",
     );
@@ -130,7 +130,7 @@ fn check_finds_broken_references() {
         "quants/awq.toml: file stem `awq` differs from its id `awq2`; rename the file to awq2.toml or fix the id",
         "contracts/dot_f32.toml: realization `avx2` is `with` unknown variant `scalr`; allowed: avx2, cuda, scalar",
         "contracts/dot_q8_0.toml: requires unknown contract `gguf_readr` (neither in contracts/ nor one of header, dot_kernels, dispatch)",
-        "contracts/forward_qwen2.toml: failure mode `rope` is not in failure_modes.toml",
+        "contracts/forward_decoder.toml: failure mode `rope` is not in failure_modes.toml",
         "contracts/sampler.toml: realization `standard` has no file realizations/sampler/standard.rs (or .cu)",
         "realizations/dot_q8_0/avx2.rs: not listed in contracts/dot_q8_0.toml `realizations`; list it or remove the file",
         "models/qwen2.toml: graph entry `samplr` is neither a contract nor one of header, dot_kernels, dispatch",

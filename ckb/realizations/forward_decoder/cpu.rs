@@ -136,18 +136,20 @@ impl Engine {
         }
 
         for (l, lw) in w.layers.iter().enumerate() {
-            // attention: xb = rmsnorm(x) ; q, k, v projections with biases
+            // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
             rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
             product(pool, &lw.wq.mat(file), &st.acts[..n], &mut st.q[..n * e]);
             product(pool, &lw.wk.mat(file), &st.acts[..n], &mut st.k[..n * kvd]);
             product(pool, &lw.wv.mat(file), &st.acts[..n], &mut st.v[..n * kvd]);
-            add_bias_rows(&mut st.q[..n * e], &lw.bq);
-            add_bias_rows(&mut st.k[..n * kvd], &lw.bk);
-            add_bias_rows(&mut st.v[..n * kvd], &lw.bv);
+            if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
+                add_bias_rows(&mut st.q[..n * e], bq);
+                add_bias_rows(&mut st.k[..n * kvd], bk);
+                add_bias_rows(&mut st.v[..n * kvd], bv);
+            }
             for t in 0..n {
-                rope_neox(&mut st.q[t * e..(t + 1) * e], hd, pos + t, c.rope_theta);
-                rope_neox(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
+                rope(&mut st.q[t * e..(t + 1) * e], hd, pos + t, c.rope_theta);
+                rope(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
             }
             self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
             attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e], &mut st.kvf);
@@ -244,18 +246,20 @@ fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// NeoX rope on every head of `x` (`[n_heads][head_dim]`): rotates the pairs
-/// (i, i + head_dim/2) by pos · base^(-2i/head_dim), the angle stepped as ggml does.
-fn rope_neox(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
+/// Rope on every head of `x` (`[n_heads][head_dim]`): rotates pair i by
+/// pos · base^(-2i/head_dim), the angle stepped as ggml does. The pairs are (i, i + head_dim/2)
+/// when `ROPE_NEOX` (NeoX), else (2i, 2i + 1) (ggml's normal mode); the constant folds.
+fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
     let half = head_dim / 2;
     let theta_scale = base.powf(-2.0 / head_dim as f32);
     for head in x.chunks_exact_mut(head_dim) {
         let mut theta = pos as f32;
         for i in 0..half {
             let (sin, cos) = theta.sin_cos();
-            let (a, b) = (head[i], head[i + half]);
-            head[i] = a * cos - b * sin;
-            head[i + half] = a * sin + b * cos;
+            let (ia, ib) = if ROPE_NEOX { (i, i + half) } else { (2 * i, 2 * i + 1) };
+            let (a, b) = (head[ia], head[ib]);
+            head[ia] = a * cos - b * sin;
+            head[ib] = a * sin + b * cos;
             theta *= theta_scale;
         }
     }

@@ -126,9 +126,9 @@ pub(crate) struct DevLayer {
     pub(crate) wq: DevMat,
     pub(crate) wk: DevMat,
     pub(crate) wv: DevMat,
-    pub(crate) bq: u64, // [n_embd] f32
-    pub(crate) bk: u64, // [kv_dim] f32
-    pub(crate) bv: u64, // [kv_dim] f32
+    pub(crate) bq: u64, // [n_embd] f32, or 0 (null) when the family has no q/k/v biases
+    pub(crate) bk: u64, // [kv_dim] f32, or 0
+    pub(crate) bv: u64, // [kv_dim] f32, or 0
     pub(crate) wo: DevMat,
     pub(crate) ffn_norm: u64, // [n_embd] f32
     pub(crate) w_gate: DevMat,
@@ -188,9 +188,9 @@ impl Device {
                 wq: mat(&l.wq),
                 wk: mat(&l.wk),
                 wv: mat(&l.wv),
-                bq: vec_ptr(&l.bq)?,
-                bk: vec_ptr(&l.bk)?,
-                bv: vec_ptr(&l.bv)?,
+                bq: l.bq.as_deref().map(&mut vec_ptr).transpose()?.unwrap_or(0),
+                bk: l.bk.as_deref().map(&mut vec_ptr).transpose()?.unwrap_or(0),
+                bv: l.bv.as_deref().map(&mut vec_ptr).transpose()?.unwrap_or(0),
                 wo: mat(&l.wo),
                 ffn_norm: vec_ptr(&l.ffn_norm)?,
                 w_gate: mat(&l.w_gate),
@@ -437,13 +437,13 @@ impl Engine {
         for (l, lw) in d.layers.iter().enumerate() {
             let layer_off = (l * self.max_seq * c.kv_dim * 2) as u64; // bytes into each cache
             let (kc, vc) = (g.ptr(&d.k_cache) + layer_off, g.ptr(&d.v_cache) + layer_off);
-            // attention: xb = rmsnorm(x); q, k, v with biases; rope; cache; attend
+            // attention: xb = rmsnorm(x); q, k, v (+ biases, where the family has them); rope; cache; attend
             launch!(g, "rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1); x, lw.attn_norm, xb, e, c.rms_eps);
             mat(g, &lw.wq, xb, q, lw.bq, n)?;
             mat(g, &lw.wk, xb, k, lw.bk, n)?;
             mat(g, &lw.wv, xb, v, lw.bv, n)?;
             let (nh, nkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim as i32);
-            launch!(g, "rope_neox_f32", threads(n * (c.n_head + c.n_head_kv) * c.head_dim / 2), (256, 1, 1); q, k, posp, nt, nh, nkv, hd, c.rope_theta);
+            launch!(g, if ROPE_NEOX { "rope_neox_f32" } else { "rope_norm_f32" }, threads(n * (c.n_head + c.n_head_kv) * c.head_dim / 2), (256, 1, 1); q, k, posp, nt, nh, nkv, hd, c.rope_theta);
             launch!(g, "kv_append_f16", threads(n * c.kv_dim), (256, 1, 1); k, v, kc, vc, posp, nt, kvd);
             let scale = 1.0f32 / (c.head_dim as f32).sqrt();
             launch!(g, "attention_f16kv", (c.n_head as u32, n as u32, 1), (128, 1, 1); q, kc, vc, att, posp, nt, nh, nkv, hd, scale);

@@ -1,11 +1,8 @@
-// Byte-level BPE (GPT-2 vocab, qwen2 pre-tokenizer, special tokens cut out first), as llama.cpp does it.
+// Byte-level BPE (GPT-2 vocab, the family's pre-tokenizer regexes, special tokens cut out first), as llama.cpp does it.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-
-/// The qwen2 pre-tokenizer split (tokenizer.json `pre_tokenizer`, llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`).
-pub(crate) const QWEN2_PRE_REGEX: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /// Token types as stored in `tokenizer.ggml.token_type` (llama.cpp `llama_token_type`).
 pub(crate) const TOKEN_NORMAL: u8 = 1;
@@ -94,7 +91,7 @@ pub struct Tokenizer {
     merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
     specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
     special_first: [bool; 256],     // [256] whether some special token starts with this byte
-    regex: rt::fancy_regex::Regex,  // the qwen2 pre-tokenizer
+    regexes: Vec<rt::fancy_regex::Regex>, // the file's pre-tokenizer (PRE_TOKENIZERS), applied in order
     eos: Option<u32>,
     bos: Option<u32>,
     add_bos: bool,
@@ -112,18 +109,25 @@ impl Tokenizer {
     /// Reads `tokenizer.ggml.*` from the model file and checks it.
     pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Tokenizer> {
         let err = rt::Error::Tokenizer;
-        for (key, want, expected, fix) in [
-            ("tokenizer.ggml.model", "gpt2", "gpt2 (byte-level BPE)",
-             "use a model file with a byte-level BPE (gpt2) tokenizer, or generate an engine for this tokenizer"),
-            ("tokenizer.ggml.pre", "qwen2", "qwen2",
-             "use a qwen2-family model file; this engine only implements the qwen2 pre-tokenizer"),
-        ] {
-            let found = g.get_str(key)?;
-            if found != want {
-                let (what, expected, fix) = (key.into(), expected.into(), fix.into());
-                return Err(rt::Error::Mismatch { what, expected, found: format!("{found:?}"), fix });
-            }
+        let model = g.get_str("tokenizer.ggml.model")?;
+        if model != TOKENIZER_MODEL {
+            return Err(rt::Error::Mismatch {
+                what: "tokenizer.ggml.model".into(),
+                expected: format!("{TOKENIZER_MODEL:?} (byte-level BPE)"),
+                found: format!("{model:?}"),
+                fix: format!("use a {MODEL_ARCH} model file with a byte-level BPE tokenizer, or generate an engine for this file's family"),
+            });
         }
+        let pre = g.get_str("tokenizer.ggml.pre")?;
+        let Some(&(_, pre_regexes)) = PRE_TOKENIZERS.iter().find(|(name, _)| *name == pre) else {
+            let known: Vec<&str> = PRE_TOKENIZERS.iter().map(|(name, _)| *name).collect();
+            return Err(rt::Error::Mismatch {
+                what: "tokenizer.ggml.pre".into(),
+                expected: format!("one of {known:?}"),
+                found: format!("{pre:?}"),
+                fix: format!("use a file whose pre-tokenizer the {MODEL_ARCH} family knows, or add its regexes to [tokenizer].pre in the family's ckb/models/*.toml"),
+            });
+        };
         let tokens = g.get_str_array("tokenizer.ggml.tokens")?;
         let n = tokens.len();
         if n == 0 || n > u32::MAX as usize / 2 {
@@ -206,7 +210,7 @@ impl Tokenizer {
         let eos = check_id("tokenizer.ggml.eos_token_id")?;
         let bos = check_id("tokenizer.ggml.bos_token_id")?;
         check_id("tokenizer.ggml.padding_token_id")?;
-        let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", false)?;
+        let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", ADD_BOS_DEFAULT)?;
         if add_bos && bos.is_none() {
             return Err(err("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing".into()));
         }
@@ -227,9 +231,12 @@ impl Tokenizer {
         eog.extend(eos);
         eog.sort_unstable();
         eog.dedup();
-        let regex = rt::fancy_regex::Regex::new(QWEN2_PRE_REGEX).map_err(|e| err(format!("pre-tokenizer regex: {e}")))?;
+        let regexes = pre_regexes
+            .iter()
+            .map(|r| rt::fancy_regex::Regex::new(r).map_err(|e| err(format!("pre-tokenizer {pre:?} regex {r:?}: {e}"))))
+            .collect::<rt::Result<Vec<_>>>()?;
         Ok(Tokenizer {
-            bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regex, eos, bos, add_bos, eog,
+            bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regexes, eos, bos, add_bos, eog,
         })
     }
 
@@ -278,16 +285,28 @@ impl Tokenizer {
         out
     }
 
-    /// Pre-tokenizes a segment without special tokens and BPE-encodes every piece (gaps included).
+    /// Pre-tokenizes a segment without special tokens and BPE-encodes every piece.
     fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
-        let (tb, mut last, mut sym) = (text.as_bytes(), 0, Vec::new());
-        // Gaps between matches are pieces too; a regex error (backtrack limit, never seen) leaves one rest piece.
-        for m in self.regex.find_iter(text).map_while(|m| m.ok()) {
-            self.bpe(&tb[last..m.start()], &mut sym, out);
-            self.bpe(&tb[m.start()..m.end()], &mut sym, out);
+        let mut sym = Vec::new();
+        self.split(0, text, &mut |piece| self.bpe(piece.as_bytes(), &mut sym, out));
+    }
+
+    /// Splits `text` with regex `r` into matches and the gaps between them (gaps are pieces too,
+    /// as in llama.cpp's unicode_regex_split), each split further by the regexes after `r`; the
+    /// last regex's pieces go to `emit`. A regex error (backtrack limit, never seen) leaves one rest piece.
+    fn split(&self, r: usize, text: &str, emit: &mut dyn FnMut(&str)) {
+        let Some(re) = self.regexes.get(r) else { return emit(text) };
+        let mut last = 0;
+        for m in re.find_iter(text).map_while(|m| m.ok()) {
+            if m.start() > last {
+                self.split(r + 1, &text[last..m.start()], emit);
+            }
+            self.split(r + 1, m.as_str(), emit);
             last = m.end();
         }
-        self.bpe(&tb[last..], &mut sym, out);
+        if last < text.len() {
+            self.split(r + 1, &text[last..], emit);
+        }
     }
 
     fn merge_of(&self, a: u32, b: u32) -> Option<(u32, u32)> {

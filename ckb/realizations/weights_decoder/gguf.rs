@@ -16,60 +16,62 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// Reads `qwen2.*` metadata; every missing or inconsistent value is an error naming the key.
+    /// Reads the family's metadata keys (`K_*`); every missing or inconsistent value is an error
+    /// naming the key.
     pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Config> {
-        let arch = g.get_str("general.architecture")?;
+        let arch = g.get_str(K_ARCH)?;
         if arch != MODEL_ARCH {
             return Err(rt::Error::Mismatch {
-                what: "general.architecture".into(),
+                what: K_ARCH.into(),
                 expected: format!("{MODEL_ARCH:?}"),
                 found: format!("{arch:?}"),
-                fix: format!("regenerate the engine with model = \"{arch}\" if the CKB knows that family"),
+                fix: format!(
+                    "this engine was generated for {MODEL_ARCH} files; load it with a {MODEL_ARCH} file, or generate an engine with model = \"{arch}\" (cargo metainfer ckb ls shows the families the ckb knows)"
+                ),
             });
         }
-        let key = |k: &str| format!("{MODEL_ARCH}.{k}");
-        let get = |k: &str| -> rt::Result<usize> { Ok(g.get_u32(&key(k))? as usize) };
-        let n_embd = get("embedding_length")?;
-        let n_head = get("attention.head_count")?;
-        let n_head_kv = get("attention.head_count_kv")?;
-        let n_vocab = match g.tensor("token_embd.weight") {
+        let get = |k: &str| -> rt::Result<usize> { Ok(g.get_u32(k)? as usize) };
+        let n_embd = get(K_N_EMBD)?;
+        let n_head = get(K_N_HEAD)?;
+        let n_head_kv = get(K_N_HEAD_KV)?;
+        let n_vocab = match g.tensor(T_TOKEN_EMBD) {
             Ok(t) if t.dims.len() == 2 => t.dims[1] as usize,
-            Ok(t) => return Err(rt::Error::format("tensor 'token_embd.weight'.dims", format!("expected 2 dims, found {:?}", t.dims))),
+            Ok(t) => return Err(rt::Error::format(format!("tensor '{T_TOKEN_EMBD}'.dims"), format!("expected 2 dims, found {:?}", t.dims))),
             Err(e) => return Err(e),
         };
         if n_head == 0 || n_head_kv == 0 || n_embd % n_head != 0 || n_head % n_head_kv != 0 {
             return Err(rt::Error::format(
-                key("attention.head_count"),
+                K_N_HEAD,
                 format!("{n_head} heads / {n_head_kv} kv heads do not divide embedding_length {n_embd}"),
             ));
         }
         let head_dim = n_embd / n_head;
         if head_dim % 2 != 0 {
-            return Err(rt::Error::format(key("attention.head_count"), format!("head dim {head_dim} must be even for rope")));
+            return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
         }
         let cfg = Config {
-            n_layer: get("block_count")?,
+            n_layer: get(K_N_LAYER)?,
             n_embd,
             n_head,
             n_head_kv,
             head_dim,
             kv_dim: n_head_kv * head_dim,
-            n_ff: get("feed_forward_length")?,
+            n_ff: get(K_N_FF)?,
             n_vocab,
-            context_length: get("context_length")?,
-            rope_theta: g.get_f32(&key("rope.freq_base"))?,
-            rms_eps: g.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
+            context_length: get(K_CONTEXT_LENGTH)?,
+            rope_theta: g.get_f32(K_ROPE_THETA)?,
+            rms_eps: g.get_f32(K_RMS_EPS)?,
         };
         if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 {
-            return Err(rt::Error::format(key("block_count"), "block_count, feed_forward_length and context_length must be > 0"));
+            return Err(rt::Error::format(K_N_LAYER, format!("{K_N_LAYER}, {K_N_FF} and {K_CONTEXT_LENGTH} must be > 0")));
         }
         if let Some(p) = PRESET {
             let diffs: Vec<String> = [
-                ("block_count", p.n_layer, cfg.n_layer),
-                ("embedding_length", p.n_embd, cfg.n_embd),
-                ("attention.head_count", p.n_head, cfg.n_head),
-                ("attention.head_count_kv", p.n_head_kv, cfg.n_head_kv),
-                ("feed_forward_length", p.n_ff, cfg.n_ff),
+                (K_N_LAYER, p.n_layer, cfg.n_layer),
+                (K_N_EMBD, p.n_embd, cfg.n_embd),
+                (K_N_HEAD, p.n_head, cfg.n_head),
+                (K_N_HEAD_KV, p.n_head_kv, cfg.n_head_kv),
+                (K_N_FF, p.n_ff, cfg.n_ff),
                 ("vocab size", p.n_vocab, cfg.n_vocab),
             ]
             .iter()
@@ -118,9 +120,9 @@ pub(crate) struct LayerWeights {
     pub(crate) wq: TensorRef,       // [n_embd] -> [n_embd]
     pub(crate) wk: TensorRef,       // [n_embd] -> [kv_dim]
     pub(crate) wv: TensorRef,       // [n_embd] -> [kv_dim]
-    pub(crate) bq: Vec<f32>,        // [n_embd]
-    pub(crate) bk: Vec<f32>,        // [kv_dim]
-    pub(crate) bv: Vec<f32>,        // [kv_dim]
+    pub(crate) bq: Option<Vec<f32>>, // [n_embd], when the family has q/k/v biases (T_ATTN_Q_BIAS)
+    pub(crate) bk: Option<Vec<f32>>, // [kv_dim]
+    pub(crate) bv: Option<Vec<f32>>, // [kv_dim]
     pub(crate) wo: TensorRef,       // [n_embd] -> [n_embd]
     pub(crate) ffn_norm: Vec<f32>,  // [n_embd]
     pub(crate) w_gate: TensorRef,   // [n_embd] -> [n_ff]
@@ -164,27 +166,29 @@ impl Weights {
             t.dequant_row_into(g.bytes(), 0, &mut out);
             Ok(out)
         };
-        let token_embd = matrix("token_embd.weight", e, cfg.n_vocab)?;
-        let output = match g.tensor("output.weight") {
-            Ok(_) => matrix("output.weight", e, cfg.n_vocab)?,
-            Err(_) => token_embd.clone(), // tied embeddings
+        let token_embd = matrix(T_TOKEN_EMBD, e, cfg.n_vocab)?;
+        let output = match g.tensor(T_OUTPUT) {
+            Ok(_) => matrix(T_OUTPUT, e, cfg.n_vocab)?,
+            Err(_) if TIED_OUTPUT_ALLOWED => token_embd.clone(), // tied embeddings
+            Err(err) => return Err(err),
         };
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for n in 0..cfg.n_layer {
-            let name = |s: &str| format!("blk.{n}.{s}");
-            let wq = matrix(&name("attn_q.weight"), e, e)?;
-            let wk = matrix(&name("attn_k.weight"), e, cfg.kv_dim)?;
-            let wv = matrix(&name("attn_v.weight"), e, cfg.kv_dim)?;
-            let wo = matrix(&name("attn_output.weight"), e, e)?;
-            let w_gate = matrix(&name("ffn_gate.weight"), e, cfg.n_ff)?;
-            let w_up = matrix(&name("ffn_up.weight"), e, cfg.n_ff)?;
-            let w_down = matrix(&name("ffn_down.weight"), cfg.n_ff, e)?;
+            let name = |pattern: &str| pattern.replace("{n}", &n.to_string());
+            let bias = |pattern: Option<&str>, len: usize| pattern.map(|p| vector(&name(p), len)).transpose();
+            let wq = matrix(&name(T_ATTN_Q), e, e)?;
+            let wk = matrix(&name(T_ATTN_K), e, cfg.kv_dim)?;
+            let wv = matrix(&name(T_ATTN_V), e, cfg.kv_dim)?;
+            let wo = matrix(&name(T_ATTN_OUTPUT), e, e)?;
+            let w_gate = matrix(&name(T_FFN_GATE), e, cfg.n_ff)?;
+            let w_up = matrix(&name(T_FFN_UP), e, cfg.n_ff)?;
+            let w_down = matrix(&name(T_FFN_DOWN), cfg.n_ff, e)?;
             layers.push(LayerWeights {
-                attn_norm: vector(&name("attn_norm.weight"), e)?,
-                bq: vector(&name("attn_q.bias"), e)?,
-                bk: vector(&name("attn_k.bias"), cfg.kv_dim)?,
-                bv: vector(&name("attn_v.bias"), cfg.kv_dim)?,
-                ffn_norm: vector(&name("ffn_norm.weight"), e)?,
+                attn_norm: vector(&name(T_ATTN_NORM), e)?,
+                bq: bias(T_ATTN_Q_BIAS, e)?,
+                bk: bias(T_ATTN_K_BIAS, cfg.kv_dim)?,
+                bv: bias(T_ATTN_V_BIAS, cfg.kv_dim)?,
+                ffn_norm: vector(&name(T_FFN_NORM), e)?,
                 qkv_acts: acts_for(&[&wq, &wk, &wv]),
                 o_acts: acts_for(&[&wo]),
                 gate_up_acts: acts_for(&[&w_gate, &w_up]),
@@ -199,7 +203,7 @@ impl Weights {
             });
         }
         Ok(Weights {
-            output_norm: vector("output_norm.weight", e)?,
+            output_norm: vector(T_OUTPUT_NORM, e)?,
             output_acts: acts_for(&[&output]),
             token_embd,
             output,

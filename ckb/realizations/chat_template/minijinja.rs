@@ -71,7 +71,8 @@ fn chat_tojson(value: Value, kwargs: Kwargs) -> Result<Value, JinjaError> {
 impl ChatTemplate {
     /// Reads `tokenizer.chat_template` (None when absent); a template that does not compile still loads.
     pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Option<ChatTemplate>> {
-        Ok(g.get_str_opt("tokenizer.chat_template")?.map(|s| ChatTemplate::new(s.to_string())))
+        // The file's own template, else the family's default (DEFAULT_CHAT_TEMPLATE), else none.
+        Ok(g.get_str_opt("tokenizer.chat_template")?.or(DEFAULT_CHAT_TEMPLATE).map(|s| ChatTemplate::new(s.to_string())))
     }
 
     /// Compiles a template text.

@@ -114,6 +114,8 @@ fn check_finds_broken_references() {
     );
     edit("models/qwen2.toml", "\"sampler\"]", "\"samplr\"]");
     edit("quants/q4_k_m.toml", "\"q8_0\"", "\"q5_0\"");
+    edit("models/qwen2.toml", "attn_k_bias = \"blk.{n}.attn_k.bias\"\n", "");
+    edit("models/qwen2.toml", "ffn_up = \"blk.{n}.ffn_up.weight\"", "ffn_up = \"blk.ffn_up.weight\"");
     edit("gates/dot_f32.toml", "dot_f32.bin", "missing.bin");
     edit(
         "targets/sm_89.toml",
@@ -134,6 +136,8 @@ fn check_finds_broken_references() {
         "contracts/sampler.toml: realization `standard` has no file realizations/sampler/standard.rs (or .cu)",
         "realizations/dot_q8_0/avx2.rs: not listed in contracts/dot_q8_0.toml `realizations`; list it or remove the file",
         "models/qwen2.toml: graph entry `samplr` is neither a contract nor one of header, dot_kernels, dispatch",
+        "models/qwen2.toml: qkv_bias = true but tensors has 2 of attn_q_bias, attn_k_bias, attn_v_bias (all three when true, none when false)",
+        "models/qwen2.toml: tensors.ffn_up = `blk.ffn_up.weight` lacks `{n}` (per-layer tensors name their layer with it, the others must not)",
         "quants/q4_k_m.toml: tensor type `q5_0` has no dot-kernel `contract`; set one in quants/q5_0.toml",
         "targets/sm_89.toml: variant `wgmma` is not used by any contract's realizations",
         "gates/dot_f32.toml: test vector gates/vectors/missing.bin does not exist (paths are relative to the ckb root, and everything a gate reads lives under it); run its made_by script",

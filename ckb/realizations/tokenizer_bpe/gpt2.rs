@@ -4,6 +4,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// The id of a byte the vocab has no token for (never a real id: vocabs have < u32::MAX / 2).
+const NO_TOKEN: u32 = u32::MAX;
+
 /// Token types as stored in `tokenizer.ggml.token_type` (llama.cpp `llama_token_type`).
 pub(crate) const TOKEN_NORMAL: u8 = 1;
 pub(crate) const TOKEN_UNKNOWN: u8 = 2;
@@ -87,7 +90,7 @@ pub struct Tokenizer {
     offs: Vec<u32>,                 // [n_vocab + 1] token i is bytes[offs[i]..offs[i+1]]
     types: Vec<u8>,                 // [n_vocab] token type (TOKEN_*)
     by_text: TextIndex,             // vocab text (as stored in the file) -> id
-    byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte
+    byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte (NO_TOKEN: none)
     merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
     specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
     special_first: [bool; 256],     // [256] whether some special token starts with this byte
@@ -181,11 +184,11 @@ impl Tokenizer {
             offs.push(bytes.len() as u32);
         }
         let by_text = TextIndex::new(tokens);
-        let mut byte_ids = [0u32; 256];
+        // A byte whose token the vocab lacks (SmolLM2 has no tokens for some control bytes) is
+        // NO_TOKEN: it takes part in no merge and is dropped from the output, as llama.cpp drops it.
+        let mut byte_ids = [NO_TOKEN; 256];
         for (b, c) in byte_chars.iter().enumerate() {
-            let why = "a byte-level BPE vocab needs all 256";
-            let lacks = || err(format!("tokenizer.ggml.tokens lacks the byte token {c:?} for byte 0x{b:02x}; {why}"));
-            byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4])).ok_or_else(lacks)?;
+            byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4])).unwrap_or(NO_TOKEN);
         }
         let merge_list = g.get_str_array("tokenizer.ggml.merges")?;
         let mut merges: IdMap<u64, (u32, u32)> = IdMap::with_capacity_and_hasher(merge_list.len(), Default::default());
@@ -328,7 +331,7 @@ impl Tokenizer {
                 sym.remove(j + 1);
             }
         }
-        out.extend_from_slice(sym);
+        out.extend(sym.iter().copied().filter(|&id| id != NO_TOKEN));
     }
 
     /// BPE for long pieces: a linked list of symbols (merged-away ones become u32::MAX) and a min-heap

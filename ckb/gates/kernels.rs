@@ -95,6 +95,14 @@ fn gate_random_row(ty: GgmlType, cols: usize, rng: &mut GateRng) -> Vec<u8> {
                 gate_put_f16(&mut row, b * bb, s);
             }
         }
+        "Q4_1" => {
+            // d and m of either sign (real files: d >= 0, m <= 0)
+            for b in 0..n / bb {
+                let (s, m) = (scale(rng), scale(rng));
+                gate_put_f16(&mut row, b * bb, s);
+                gate_put_f16(&mut row, b * bb + 2, m);
+            }
+        }
         "Q4_K" => {
             for b in 0..n / bb {
                 let (s, m) = (scale(rng).abs(), scale(rng).abs());

@@ -36,6 +36,7 @@ TYPES = {
     "f16": T.F16,
     "bf16": T.BF16,
     "q4_0": T.Q4_0,
+    "q4_1": T.Q4_1,
     "q5_0": T.Q5_0,
     "q8_0": T.Q8_0,
     "q4_k": T.Q4_K,
@@ -45,6 +46,7 @@ TYPES = {
 # Byte offsets of the f16 scale fields inside a block (None: plain element types).
 SCALE_FIELDS = {
     T.Q4_0: [0],
+    T.Q4_1: [0, 2],  # d, m
     T.Q5_0: [0],
     T.Q8_0: [0],
     T.Q4_K: [0, 2],

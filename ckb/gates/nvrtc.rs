@@ -31,3 +31,26 @@ fn entry_ptx_has_every_kernel() {
     assert!(KERNELS_CUDA_ENTRIES.len() >= 20, "the contract names {} kernels", KERNELS_CUDA_ENTRIES.len());
     assert!(missing.is_empty(), "kernels without an .entry in the PTX: {missing:?}");
 }
+
+// Every tensor type the engine compiles has its three kernels (gemv_/gemm_/get_rows_<suffix>,
+// the names the host code launches through cuda_suffix) in the contract's list and in the PTX:
+// a type added to a quant without its kernels in the .cu fails here, not at load on a GPU.
+#[test]
+fn entry_ptx_has_kernels_of_every_type() {
+    let ptx = METAINFER_KERNELS
+        .iter()
+        .find(|(n, _)| *n == KERNELS_CUDA_PTX)
+        .map(|(_, b)| std::str::from_utf8(b).expect("the PTX is text"))
+        .unwrap_or_else(|| panic!("the entry has no kernels/{KERNELS_CUDA_PTX}"));
+    let mut missing = Vec::new();
+    for &ty in COMPILED_TYPES {
+        for k in ["gemv_", "gemm_", "get_rows_"].map(|p| format!("{p}{}", cuda_suffix(ty))) {
+            let in_ptx = ptx.lines().any(|l| l.contains(".entry") && l.split_whitespace().any(|w| w == k || w.starts_with(&format!("{k}("))));
+            if !KERNELS_CUDA_ENTRIES.contains(&k.as_str()) || !in_ptx {
+                missing.push(k);
+            }
+        }
+    }
+    println!("GATE nvrtc_types types={} missing={}", COMPILED_TYPES.len(), missing.len());
+    assert!(missing.is_empty(), "tensor types whose kernels are not in the contract's list or the PTX: {missing:?}");
+}

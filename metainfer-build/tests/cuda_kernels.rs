@@ -1,7 +1,7 @@
 //! The CUDA kernels (ckb/realizations/kernels_cuda/cuda.cu) on a GPU, against Rust references:
 //! every dequant GEMV/GEMM/get_rows against the CPU realizations' own `dequant_row_<t>`
 //! (included from ckb/realizations/dot_<t>/blocks.rs) on random blocks, AWQ against its
-//! formula, and RMSNorm, NeoX rope, the f16 KV cache, attention, SwiGLU, add, argmax and top-k
+//! formula, and RMSNorm, NeoX and normal rope, the f16 KV cache, attention, SwiGLU, add, argmax and top-k
 //! sampling against plain Rust.
 //!
 //! The CUDA driver (libcuda.so.1) is loaded at run time; without it the test prints
@@ -489,40 +489,43 @@ fn cuda_kernels() {
         cu.free(p);
     }
 
-    // -- NeoX rope --
-    let (n_tok, n_head, n_kv, hd, theta) = (3usize, 14usize, 2usize, 64usize, 1e6f32);
-    let pos: Vec<i32> = vec![0, 5, 1000];
-    let q: Vec<f32> = (0..n_tok * n_head * hd).map(|_| rng.f()).collect();
-    let k: Vec<f32> = (0..n_tok * n_kv * hd).map(|_| rng.f()).collect();
-    let (dq, dk, dp) = (cu.upload(&q), cu.upload(&k), cu.upload(&pos));
-    let total = (n_tok * (n_head + n_kv) * hd / 2) as u32;
-    cu.run(cu.func(m, "rope_neox_f32"), (total.div_ceil(256), 1), (256, 1), &[P(dq), P(dk), P(dp), I(n_tok as i32), I(n_head as i32), I(n_kv as i32), I(hd as i32), F(theta)], "rope_neox_f32");
-    let (gq, gk): (Vec<f32>, Vec<f32>) = (cu.download(dq, q.len()), cu.download(dk, k.len()));
-    let rope_ref = |v: &[f32], p: i32| -> Vec<f64> {
-        let mut o: Vec<f64> = v.iter().map(|&x| x as f64).collect();
-        for i in 0..hd / 2 {
-            let a = p as f64 * (theta as f64).powf(-2.0 * i as f64 / hd as f64);
-            let (s, c) = a.sin_cos();
-            let (x0, x1) = (v[i] as f64, v[i + hd / 2] as f64);
-            o[i] = x0 * c - x1 * s;
-            o[i + hd / 2] = x0 * s + x1 * c;
-        }
-        o
-    };
-    for (name, orig, got, heads) in [("q", &q, &gq, n_head), ("k", &k, &gk, n_kv)] {
-        for t in 0..n_tok {
-            for h in 0..heads {
-                let at = (t * heads + h) * hd;
-                let want = rope_ref(&orig[at..at + hd], pos[t]);
-                for i in 0..hd {
-                    // f32 angle pos * freq: absolute error grows with pos (1000 * 2^-24 rad)
-                    rep.check(close(got[at + i], want[i], 1.0, 2e-4), || format!("rope_neox_f32 {name}: [{t}][{h}][{i}] = {} want {}", got[at + i], want[i]));
+    // -- rope: NeoX (pairs (i, i + d/2)) and normal (pairs (2i, 2i + 1)) --
+    for (kernel, neox) in [("rope_neox_f32", true), ("rope_norm_f32", false)] {
+        let (n_tok, n_head, n_kv, hd, theta) = (3usize, 14usize, 2usize, 64usize, 1e6f32);
+        let pos: Vec<i32> = vec![0, 5, 1000];
+        let q: Vec<f32> = (0..n_tok * n_head * hd).map(|_| rng.f()).collect();
+        let k: Vec<f32> = (0..n_tok * n_kv * hd).map(|_| rng.f()).collect();
+        let (dq, dk, dp) = (cu.upload(&q), cu.upload(&k), cu.upload(&pos));
+        let total = (n_tok * (n_head + n_kv) * hd / 2) as u32;
+        cu.run(cu.func(m, kernel), (total.div_ceil(256), 1), (256, 1), &[P(dq), P(dk), P(dp), I(n_tok as i32), I(n_head as i32), I(n_kv as i32), I(hd as i32), F(theta)], kernel);
+        let (gq, gk): (Vec<f32>, Vec<f32>) = (cu.download(dq, q.len()), cu.download(dk, k.len()));
+        let rope_ref = |v: &[f32], p: i32| -> Vec<f64> {
+            let mut o: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+            for i in 0..hd / 2 {
+                let a = p as f64 * (theta as f64).powf(-2.0 * i as f64 / hd as f64);
+                let (s, c) = a.sin_cos();
+                let (ia, ib) = if neox { (i, i + hd / 2) } else { (2 * i, 2 * i + 1) };
+                let (x0, x1) = (v[ia] as f64, v[ib] as f64);
+                o[ia] = x0 * c - x1 * s;
+                o[ib] = x0 * s + x1 * c;
+            }
+            o
+        };
+        for (name, orig, got, heads) in [("q", &q, &gq, n_head), ("k", &k, &gk, n_kv)] {
+            for t in 0..n_tok {
+                for h in 0..heads {
+                    let at = (t * heads + h) * hd;
+                    let want = rope_ref(&orig[at..at + hd], pos[t]);
+                    for i in 0..hd {
+                        // f32 angle pos * freq: absolute error grows with pos (1000 * 2^-24 rad)
+                        rep.check(close(got[at + i], want[i], 1.0, 2e-4), || format!("{kernel} {name}: [{t}][{h}][{i}] = {} want {}", got[at + i], want[i]));
+                    }
                 }
             }
         }
-    }
-    for p in [dq, dk, dp] {
-        cu.free(p);
+        for p in [dq, dk, dp] {
+            cu.free(p);
+        }
     }
 
     // -- KV append + attention (prefill: causal, 20 tokens; decode: the last one) --

@@ -1,6 +1,7 @@
 // Activation forms for the dot kernels: each weight type's kernel reads x in the form ggml uses as
-// that type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_K for the k-quants, x rounded to f16/bf16
-// for F16/BF16, plain f32 for F32), quantized bit for bit like ggml's x86 CPU path:
+// that type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_0 with its block sums d*Σq for Q4_1, Q8_K
+// for the k-quants, x rounded to f16/bf16 for F16/BF16, plain f32 for F32), quantized bit for bit
+// like ggml's x86 CPU path:
 // - q8_0 (quantize_row_q8_0, AVX2): d = amax/127 as f16 (nearest even), q = round_half_even(x*127/amax);
 // - q8_K (quantize_row_q8_K_ref): max = the first x of largest |x|, iscale = -127/max,
 //   q = min(127, nearest_int(iscale*x)), d = 1/iscale, bsums over 16; an all-zero block is all 0.
@@ -141,6 +142,7 @@ pub(crate) struct Act {
     pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
     pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
     pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
+    pub(crate) q8_0_s: Vec<f32>,      // [n/32] q8_0_d[i] * (sum of q8_0[i].qs), exact in f32 (11 x 12 bits)
     pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
 }
 
@@ -164,6 +166,7 @@ impl Act {
         self.q8_0.clear();
         self.q8_0_d.clear();
         self.q8_0_neg16.clear();
+        self.q8_0_s.clear();
         self.q8_k.clear();
         if kinds.contains(&ActKind::F16) {
             self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -179,6 +182,10 @@ impl Act {
             // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
             let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
             self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
+            // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m);
+            // |sum| <= 32 * 127 fits i16 (which vectorizes), and the f32 product is exact
+            let s = |(b, &d): (&BlockQ8_0, &f32)| d * b.qs.iter().map(|&q| q as i16).sum::<i16>() as f32;
+            self.q8_0_s.extend(self.q8_0.iter().zip(&self.q8_0_d).map(s));
         }
         if kinds.contains(&ActKind::Q8K) {
             assert!(n % 256 == 0, "Q8_K activation of length {n}, not a multiple of 256");

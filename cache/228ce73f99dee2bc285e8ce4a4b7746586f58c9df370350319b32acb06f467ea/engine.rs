@@ -22,10 +22,10 @@
 //    7. Q6_K blocks and dot kernel (dot_q6_k/blocks)
 //    8. Q8_0 blocks and dot kernel (dot_q8_0/blocks)
 //    9. Kernel dispatch over the compiled tensor types (generated)
-//   10. Weights (qwen2 tensors located in the mapped file) (weights_qwen2/gguf)
+//   10. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   11. CUDA kernels (dequant GEMV/GEMM, RMSNorm, rope, KV cache, attention, SwiGLU, sampling) (kernels_cuda/cuda, in kernels/kernels_cuda.cu)
-//   12. Forward pass (qwen2: RMSNorm, GQA attention with biases and NeoX rope, SwiGLU) (forward_qwen2/cuda)
-//   13. Tokenizer (byte-level BPE, qwen2 pre-tokenizer, special tokens) (tokenizer_bpe/qwen2)
+//   12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cuda)
+//   13. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
 //   14. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   15. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
 //   16. Generation and streaming (generate/stream)
@@ -52,12 +52,55 @@ mod header {
     /// The PTX of the `kernels_cuda` kernels in the entry's kernels/ (METAINFER_KERNELS).
     pub(crate) const KERNELS_CUDA_PTX: &str = "kernels_cuda.sm_80.ptx";
     /// The kernels of `kernels_cuda` (its contract's interface), each an `.entry` of the PTX.
-    pub(crate) const KERNELS_CUDA_ENTRIES: &[&str] = &["gemv_f32", "gemm_f32", "get_rows_f32", "gemv_f16", "gemm_f16", "get_rows_f16", "gemv_q8_0", "gemm_q8_0", "get_rows_q8_0", "gemv_q5_0", "gemm_q5_0", "get_rows_q5_0", "gemv_q4_k", "gemm_q4_k", "get_rows_q4_k", "gemv_q6_k", "gemm_q6_k", "get_rows_q6_k", "gemv_awq_int4", "gemm_awq_int4", "get_rows_awq_int4", "gemv_awq", "gemm_awq", "rmsnorm_f32", "rope_neox_f32", "kv_append_f16", "attention_f16kv", "swiglu_f32", "add_f32", "argmax_f32", "sample_topk_f32"];
+    pub(crate) const KERNELS_CUDA_ENTRIES: &[&str] = &["gemv_f32", "gemm_f32", "get_rows_f32", "gemv_f16", "gemm_f16", "get_rows_f16", "gemv_q8_0", "gemm_q8_0", "get_rows_q8_0", "gemv_q4_1", "gemm_q4_1", "get_rows_q4_1", "gemv_q5_0", "gemm_q5_0", "get_rows_q5_0", "gemv_q4_k", "gemm_q4_k", "get_rows_q4_k", "gemv_q6_k", "gemm_q6_k", "get_rows_q6_k", "gemv_awq_int4", "gemm_awq_int4", "get_rows_awq_int4", "gemv_awq", "gemm_awq", "rmsnorm_f32", "rope_neox_f32", "rope_norm_f32", "kv_append_f16", "attention_f16kv", "swiglu_f32", "add_f32", "argmax_f32", "sample_topk_f32"];
     /// Context the KV cache is sized for, when the constraints fix it.
     pub(crate) const MAX_SEQ: Option<usize> = None;
     /// Exact dims of the preset this engine was generated for (`None`: read from the file).
     pub(crate) const PRESET_NAME: &str = "";
     pub(crate) const PRESET: Option<Config> = None;
+
+    /// The qwen2 family's GGUF tensor names (ckb/models/qwen2.toml; `{n}`: the layer).
+    pub(crate) const T_TOKEN_EMBD: &str = "token_embd.weight";
+    pub(crate) const T_OUTPUT_NORM: &str = "output_norm.weight";
+    pub(crate) const T_OUTPUT: &str = "output.weight";
+    pub(crate) const T_ATTN_NORM: &str = "blk.{n}.attn_norm.weight";
+    pub(crate) const T_ATTN_Q: &str = "blk.{n}.attn_q.weight";
+    pub(crate) const T_ATTN_K: &str = "blk.{n}.attn_k.weight";
+    pub(crate) const T_ATTN_V: &str = "blk.{n}.attn_v.weight";
+    pub(crate) const T_ATTN_OUTPUT: &str = "blk.{n}.attn_output.weight";
+    pub(crate) const T_FFN_NORM: &str = "blk.{n}.ffn_norm.weight";
+    pub(crate) const T_FFN_GATE: &str = "blk.{n}.ffn_gate.weight";
+    pub(crate) const T_FFN_UP: &str = "blk.{n}.ffn_up.weight";
+    pub(crate) const T_FFN_DOWN: &str = "blk.{n}.ffn_down.weight";
+    /// q, k, v biases (`None`: the family has none).
+    pub(crate) const T_ATTN_Q_BIAS: Option<&str> = Some("blk.{n}.attn_q.bias");
+    pub(crate) const T_ATTN_K_BIAS: Option<&str> = Some("blk.{n}.attn_k.bias");
+    pub(crate) const T_ATTN_V_BIAS: Option<&str> = Some("blk.{n}.attn_v.bias");
+    /// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.
+    pub(crate) const TIED_OUTPUT_ALLOWED: bool = true;
+    /// The family's GGUF metadata keys.
+    pub(crate) const K_ARCH: &str = "general.architecture";
+    pub(crate) const K_N_LAYER: &str = "qwen2.block_count";
+    pub(crate) const K_N_EMBD: &str = "qwen2.embedding_length";
+    pub(crate) const K_N_FF: &str = "qwen2.feed_forward_length";
+    pub(crate) const K_N_HEAD: &str = "qwen2.attention.head_count";
+    pub(crate) const K_N_HEAD_KV: &str = "qwen2.attention.head_count_kv";
+    pub(crate) const K_CONTEXT_LENGTH: &str = "qwen2.context_length";
+    pub(crate) const K_ROPE_THETA: &str = "qwen2.rope.freq_base";
+    pub(crate) const K_RMS_EPS: &str = "qwen2.attention.layer_norm_rms_epsilon";
+    pub(crate) const K_FILE_TYPE: &str = "general.file_type";
+    /// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal).
+    pub(crate) const ROPE_NEOX: bool = true;
+    /// `tokenizer.ggml.model` the tokenizer implements.
+    pub(crate) const TOKENIZER_MODEL: &str = "gpt2";
+    /// `tokenizer.ggml.pre` values the family's files use, each with its split regexes (applied in order).
+    pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &[
+        ("qwen2", &["(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"]),
+    ];
+    /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.
+    pub(crate) const ADD_BOS_DEFAULT: bool = false;
+    /// The chat template used when the file has none.
+    pub(crate) const DEFAULT_CHAT_TEMPLATE: Option<&str> = None;
 
     /// Refuses to run on a CPU without the instruction sets the kernels were compiled for.
     pub(crate) fn check_cpu() -> rt::Result<()> {
@@ -600,8 +643,9 @@ mod act_quant {
     use super::*;
 
     // Activation forms for the dot kernels: each weight type's kernel reads x in the form ggml uses as
-    // that type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_K for the k-quants, x rounded to f16/bf16
-    // for F16/BF16, plain f32 for F32), quantized bit for bit like ggml's x86 CPU path:
+    // that type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_0 with its block sums d*Σq for Q4_1, Q8_K
+    // for the k-quants, x rounded to f16/bf16 for F16/BF16, plain f32 for F32), quantized bit for bit
+    // like ggml's x86 CPU path:
     // - q8_0 (quantize_row_q8_0, AVX2): d = amax/127 as f16 (nearest even), q = round_half_even(x*127/amax);
     // - q8_K (quantize_row_q8_K_ref): max = the first x of largest |x|, iscale = -127/max,
     //   q = min(127, nearest_int(iscale*x)), d = 1/iscale, bsums over 16; an all-zero block is all 0.
@@ -742,6 +786,7 @@ mod act_quant {
         pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
         pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
         pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
+        pub(crate) q8_0_s: Vec<f32>,      // [n/32] f16(amax_i / 127 * sum of q8_0[i].qs), ggml's q8_1 `s`
         pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
     }
 
@@ -765,6 +810,7 @@ mod act_quant {
             self.q8_0.clear();
             self.q8_0_d.clear();
             self.q8_0_neg16.clear();
+            self.q8_0_s.clear();
             self.q8_k.clear();
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -780,6 +826,15 @@ mod act_quant {
                 // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
                 let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
                 self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
+                // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m),
+                // as ggml's quantize_row_q8_1 stores it: the unrounded d = amax / 127 times the sum, rounded
+                // to f16 (the exact f32 product drifts from llama.cpp's logits by ~0.1 on SmolLM2; this
+                // halves that). |sum| <= 32 * 127 fits i16, which vectorizes.
+                let s = |(b, xs): (&BlockQ8_0, &[f32])| {
+                    let amax = xs.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+                    fp16_to_f32(f32_to_fp16(amax / 127.0 * b.qs.iter().map(|&q| q as i16).sum::<i16>() as f32))
+                };
+                self.q8_0_s.extend(self.q8_0.iter().zip(x.chunks_exact(32)).map(s));
             }
             if kinds.contains(&ActKind::Q8K) {
                 assert!(n % 256 == 0, "Q8_K activation of length {n}, not a multiple of 256");
@@ -1126,8 +1181,8 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 10. Weights (qwen2 tensors located in the mapped file) — contract weights_qwen2 v1, realization weights_qwen2/gguf (ckb) ====
-mod weights_qwen2 {
+// ==== 10. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
+mod weights_decoder {
     use super::*;
 
     /// Model dimensions, read from the file's metadata (and checked against `PRESET` when the
@@ -1148,60 +1203,62 @@ mod weights_qwen2 {
     }
 
     impl Config {
-        /// Reads `qwen2.*` metadata; every missing or inconsistent value is an error naming the key.
+        /// Reads the family's metadata keys (`K_*`); every missing or inconsistent value is an error
+        /// naming the key.
         pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Config> {
-            let arch = g.get_str("general.architecture")?;
+            let arch = g.get_str(K_ARCH)?;
             if arch != MODEL_ARCH {
                 return Err(rt::Error::Mismatch {
-                    what: "general.architecture".into(),
+                    what: K_ARCH.into(),
                     expected: format!("{MODEL_ARCH:?}"),
                     found: format!("{arch:?}"),
-                    fix: format!("regenerate the engine with model = \"{arch}\" if the CKB knows that family"),
+                    fix: format!(
+                        "this engine was generated for {MODEL_ARCH} files; load it with a {MODEL_ARCH} file, or generate an engine with model = \"{arch}\" (cargo metainfer ckb ls shows the families the ckb knows)"
+                    ),
                 });
             }
-            let key = |k: &str| format!("{MODEL_ARCH}.{k}");
-            let get = |k: &str| -> rt::Result<usize> { Ok(g.get_u32(&key(k))? as usize) };
-            let n_embd = get("embedding_length")?;
-            let n_head = get("attention.head_count")?;
-            let n_head_kv = get("attention.head_count_kv")?;
-            let n_vocab = match g.tensor("token_embd.weight") {
+            let get = |k: &str| -> rt::Result<usize> { Ok(g.get_u32(k)? as usize) };
+            let n_embd = get(K_N_EMBD)?;
+            let n_head = get(K_N_HEAD)?;
+            let n_head_kv = get(K_N_HEAD_KV)?;
+            let n_vocab = match g.tensor(T_TOKEN_EMBD) {
                 Ok(t) if t.dims.len() == 2 => t.dims[1] as usize,
-                Ok(t) => return Err(rt::Error::format("tensor 'token_embd.weight'.dims", format!("expected 2 dims, found {:?}", t.dims))),
+                Ok(t) => return Err(rt::Error::format(format!("tensor '{T_TOKEN_EMBD}'.dims"), format!("expected 2 dims, found {:?}", t.dims))),
                 Err(e) => return Err(e),
             };
             if n_head == 0 || n_head_kv == 0 || n_embd % n_head != 0 || n_head % n_head_kv != 0 {
                 return Err(rt::Error::format(
-                    key("attention.head_count"),
+                    K_N_HEAD,
                     format!("{n_head} heads / {n_head_kv} kv heads do not divide embedding_length {n_embd}"),
                 ));
             }
             let head_dim = n_embd / n_head;
             if head_dim % 2 != 0 {
-                return Err(rt::Error::format(key("attention.head_count"), format!("head dim {head_dim} must be even for rope")));
+                return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
             }
             let cfg = Config {
-                n_layer: get("block_count")?,
+                n_layer: get(K_N_LAYER)?,
                 n_embd,
                 n_head,
                 n_head_kv,
                 head_dim,
                 kv_dim: n_head_kv * head_dim,
-                n_ff: get("feed_forward_length")?,
+                n_ff: get(K_N_FF)?,
                 n_vocab,
-                context_length: get("context_length")?,
-                rope_theta: g.get_f32(&key("rope.freq_base"))?,
-                rms_eps: g.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
+                context_length: get(K_CONTEXT_LENGTH)?,
+                rope_theta: g.get_f32(K_ROPE_THETA)?,
+                rms_eps: g.get_f32(K_RMS_EPS)?,
             };
             if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 {
-                return Err(rt::Error::format(key("block_count"), "block_count, feed_forward_length and context_length must be > 0"));
+                return Err(rt::Error::format(K_N_LAYER, format!("{K_N_LAYER}, {K_N_FF} and {K_CONTEXT_LENGTH} must be > 0")));
             }
             if let Some(p) = PRESET {
                 let diffs: Vec<String> = [
-                    ("block_count", p.n_layer, cfg.n_layer),
-                    ("embedding_length", p.n_embd, cfg.n_embd),
-                    ("attention.head_count", p.n_head, cfg.n_head),
-                    ("attention.head_count_kv", p.n_head_kv, cfg.n_head_kv),
-                    ("feed_forward_length", p.n_ff, cfg.n_ff),
+                    (K_N_LAYER, p.n_layer, cfg.n_layer),
+                    (K_N_EMBD, p.n_embd, cfg.n_embd),
+                    (K_N_HEAD, p.n_head, cfg.n_head),
+                    (K_N_HEAD_KV, p.n_head_kv, cfg.n_head_kv),
+                    (K_N_FF, p.n_ff, cfg.n_ff),
                     ("vocab size", p.n_vocab, cfg.n_vocab),
                 ]
                 .iter()
@@ -1250,9 +1307,9 @@ mod weights_qwen2 {
         pub(crate) wq: TensorRef,       // [n_embd] -> [n_embd]
         pub(crate) wk: TensorRef,       // [n_embd] -> [kv_dim]
         pub(crate) wv: TensorRef,       // [n_embd] -> [kv_dim]
-        pub(crate) bq: Vec<f32>,        // [n_embd]
-        pub(crate) bk: Vec<f32>,        // [kv_dim]
-        pub(crate) bv: Vec<f32>,        // [kv_dim]
+        pub(crate) bq: Option<Vec<f32>>, // [n_embd], when the family has q/k/v biases (T_ATTN_Q_BIAS)
+        pub(crate) bk: Option<Vec<f32>>, // [kv_dim]
+        pub(crate) bv: Option<Vec<f32>>, // [kv_dim]
         pub(crate) wo: TensorRef,       // [n_embd] -> [n_embd]
         pub(crate) ffn_norm: Vec<f32>,  // [n_embd]
         pub(crate) w_gate: TensorRef,   // [n_embd] -> [n_ff]
@@ -1296,27 +1353,29 @@ mod weights_qwen2 {
                 t.dequant_row_into(g.bytes(), 0, &mut out);
                 Ok(out)
             };
-            let token_embd = matrix("token_embd.weight", e, cfg.n_vocab)?;
-            let output = match g.tensor("output.weight") {
-                Ok(_) => matrix("output.weight", e, cfg.n_vocab)?,
-                Err(_) => token_embd.clone(), // tied embeddings
+            let token_embd = matrix(T_TOKEN_EMBD, e, cfg.n_vocab)?;
+            let output = match g.tensor(T_OUTPUT) {
+                Ok(_) => matrix(T_OUTPUT, e, cfg.n_vocab)?,
+                Err(_) if TIED_OUTPUT_ALLOWED => token_embd.clone(), // tied embeddings
+                Err(err) => return Err(err),
             };
             let mut layers = Vec::with_capacity(cfg.n_layer);
             for n in 0..cfg.n_layer {
-                let name = |s: &str| format!("blk.{n}.{s}");
-                let wq = matrix(&name("attn_q.weight"), e, e)?;
-                let wk = matrix(&name("attn_k.weight"), e, cfg.kv_dim)?;
-                let wv = matrix(&name("attn_v.weight"), e, cfg.kv_dim)?;
-                let wo = matrix(&name("attn_output.weight"), e, e)?;
-                let w_gate = matrix(&name("ffn_gate.weight"), e, cfg.n_ff)?;
-                let w_up = matrix(&name("ffn_up.weight"), e, cfg.n_ff)?;
-                let w_down = matrix(&name("ffn_down.weight"), cfg.n_ff, e)?;
+                let name = |pattern: &str| pattern.replace("{n}", &n.to_string());
+                let bias = |pattern: Option<&str>, len: usize| pattern.map(|p| vector(&name(p), len)).transpose();
+                let wq = matrix(&name(T_ATTN_Q), e, e)?;
+                let wk = matrix(&name(T_ATTN_K), e, cfg.kv_dim)?;
+                let wv = matrix(&name(T_ATTN_V), e, cfg.kv_dim)?;
+                let wo = matrix(&name(T_ATTN_OUTPUT), e, e)?;
+                let w_gate = matrix(&name(T_FFN_GATE), e, cfg.n_ff)?;
+                let w_up = matrix(&name(T_FFN_UP), e, cfg.n_ff)?;
+                let w_down = matrix(&name(T_FFN_DOWN), cfg.n_ff, e)?;
                 layers.push(LayerWeights {
-                    attn_norm: vector(&name("attn_norm.weight"), e)?,
-                    bq: vector(&name("attn_q.bias"), e)?,
-                    bk: vector(&name("attn_k.bias"), cfg.kv_dim)?,
-                    bv: vector(&name("attn_v.bias"), cfg.kv_dim)?,
-                    ffn_norm: vector(&name("ffn_norm.weight"), e)?,
+                    attn_norm: vector(&name(T_ATTN_NORM), e)?,
+                    bq: bias(T_ATTN_Q_BIAS, e)?,
+                    bk: bias(T_ATTN_K_BIAS, cfg.kv_dim)?,
+                    bv: bias(T_ATTN_V_BIAS, cfg.kv_dim)?,
+                    ffn_norm: vector(&name(T_FFN_NORM), e)?,
                     qkv_acts: acts_for(&[&wq, &wk, &wv]),
                     o_acts: acts_for(&[&wo]),
                     gate_up_acts: acts_for(&[&w_gate, &w_up]),
@@ -1331,7 +1390,7 @@ mod weights_qwen2 {
                 });
             }
             Ok(Weights {
-                output_norm: vector("output_norm.weight", e)?,
+                output_norm: vector(T_OUTPUT_NORM, e)?,
                 output_acts: acts_for(&[&output]),
                 token_embd,
                 output,
@@ -1370,10 +1429,10 @@ mod weights_qwen2 {
         Ok(TensorRef { ty: t.ty, rows, cols, row_bytes, offset })
     }
 }
-pub use weights_qwen2::*;
+pub use weights_decoder::*;
 
-// ==== 12. Forward pass (qwen2: RMSNorm, GQA attention with biases and NeoX rope, SwiGLU) — contract forward_qwen2 v1, realization forward_qwen2/cuda (ckb) ====
-mod forward_qwen2 {
+// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cuda (ckb) ====
+mod forward_decoder {
     use super::*;
 
     // The forward pass on a CUDA GPU (cudarc; libcuda is loaded at run time). The file's tensor
@@ -1504,9 +1563,9 @@ mod forward_qwen2 {
         pub(crate) wq: DevMat,
         pub(crate) wk: DevMat,
         pub(crate) wv: DevMat,
-        pub(crate) bq: u64, // [n_embd] f32
-        pub(crate) bk: u64, // [kv_dim] f32
-        pub(crate) bv: u64, // [kv_dim] f32
+        pub(crate) bq: u64, // [n_embd] f32, or 0 (null) when the family has no q/k/v biases
+        pub(crate) bk: u64, // [kv_dim] f32, or 0
+        pub(crate) bv: u64, // [kv_dim] f32, or 0
         pub(crate) wo: DevMat,
         pub(crate) ffn_norm: u64, // [n_embd] f32
         pub(crate) w_gate: DevMat,
@@ -1566,9 +1625,9 @@ mod forward_qwen2 {
                     wq: mat(&l.wq),
                     wk: mat(&l.wk),
                     wv: mat(&l.wv),
-                    bq: vec_ptr(&l.bq)?,
-                    bk: vec_ptr(&l.bk)?,
-                    bv: vec_ptr(&l.bv)?,
+                    bq: l.bq.as_deref().map(&mut vec_ptr).transpose()?.unwrap_or(0),
+                    bk: l.bk.as_deref().map(&mut vec_ptr).transpose()?.unwrap_or(0),
+                    bv: l.bv.as_deref().map(&mut vec_ptr).transpose()?.unwrap_or(0),
                     wo: mat(&l.wo),
                     ffn_norm: vec_ptr(&l.ffn_norm)?,
                     w_gate: mat(&l.w_gate),
@@ -1815,13 +1874,13 @@ mod forward_qwen2 {
             for (l, lw) in d.layers.iter().enumerate() {
                 let layer_off = (l * self.max_seq * c.kv_dim * 2) as u64; // bytes into each cache
                 let (kc, vc) = (g.ptr(&d.k_cache) + layer_off, g.ptr(&d.v_cache) + layer_off);
-                // attention: xb = rmsnorm(x); q, k, v with biases; rope; cache; attend
+                // attention: xb = rmsnorm(x); q, k, v (+ biases, where the family has them); rope; cache; attend
                 launch!(g, "rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1); x, lw.attn_norm, xb, e, c.rms_eps);
                 mat(g, &lw.wq, xb, q, lw.bq, n)?;
                 mat(g, &lw.wk, xb, k, lw.bk, n)?;
                 mat(g, &lw.wv, xb, v, lw.bv, n)?;
                 let (nh, nkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim as i32);
-                launch!(g, "rope_neox_f32", threads(n * (c.n_head + c.n_head_kv) * c.head_dim / 2), (256, 1, 1); q, k, posp, nt, nh, nkv, hd, c.rope_theta);
+                launch!(g, if ROPE_NEOX { "rope_neox_f32" } else { "rope_norm_f32" }, threads(n * (c.n_head + c.n_head_kv) * c.head_dim / 2), (256, 1, 1); q, k, posp, nt, nh, nkv, hd, c.rope_theta);
                 launch!(g, "kv_append_f16", threads(n * c.kv_dim), (256, 1, 1); k, v, kc, vc, posp, nt, kvd);
                 let scale = 1.0f32 / (c.head_dim as f32).sqrt();
                 launch!(g, "attention_f16kv", (c.n_head as u32, n as u32, 1), (128, 1, 1); q, kc, vc, att, posp, nt, nh, nkv, hd, scale);
@@ -1881,20 +1940,20 @@ mod forward_qwen2 {
         Ok(())
     }
 }
-pub use forward_qwen2::*;
+pub use forward_decoder::*;
 
-// ==== 13. Tokenizer (byte-level BPE, qwen2 pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/qwen2 (ckb) ====
+// ==== 13. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/gpt2 (ckb) ====
 mod tokenizer_bpe {
     use super::*;
 
-    // Byte-level BPE (GPT-2 vocab, qwen2 pre-tokenizer, special tokens cut out first), as llama.cpp does it.
+    // Byte-level BPE (GPT-2 vocab, the family's pre-tokenizer regexes, special tokens cut out first), as llama.cpp does it.
 
     use std::cmp::Reverse;
     use std::collections::{BinaryHeap, HashMap};
     use std::hash::{BuildHasherDefault, Hasher};
 
-    /// The qwen2 pre-tokenizer split (tokenizer.json `pre_tokenizer`, llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`).
-    pub(crate) const QWEN2_PRE_REGEX: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    /// The id of a byte the vocab has no token for (never a real id: vocabs have < u32::MAX / 2).
+    const NO_TOKEN: u32 = u32::MAX;
 
     /// Token types as stored in `tokenizer.ggml.token_type` (llama.cpp `llama_token_type`).
     pub(crate) const TOKEN_NORMAL: u8 = 1;
@@ -1979,11 +2038,11 @@ mod tokenizer_bpe {
         offs: Vec<u32>,                 // [n_vocab + 1] token i is bytes[offs[i]..offs[i+1]]
         types: Vec<u8>,                 // [n_vocab] token type (TOKEN_*)
         by_text: TextIndex,             // vocab text (as stored in the file) -> id
-        byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte
+        byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte (NO_TOKEN: none)
         merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
         specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
         special_first: [bool; 256],     // [256] whether some special token starts with this byte
-        regex: rt::fancy_regex::Regex,  // the qwen2 pre-tokenizer
+        regexes: Vec<rt::fancy_regex::Regex>, // the file's pre-tokenizer (PRE_TOKENIZERS), applied in order
         eos: Option<u32>,
         bos: Option<u32>,
         add_bos: bool,
@@ -2001,18 +2060,25 @@ mod tokenizer_bpe {
         /// Reads `tokenizer.ggml.*` from the model file and checks it.
         pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Tokenizer> {
             let err = rt::Error::Tokenizer;
-            for (key, want, expected, fix) in [
-                ("tokenizer.ggml.model", "gpt2", "gpt2 (byte-level BPE)",
-                 "use a model file with a byte-level BPE (gpt2) tokenizer, or generate an engine for this tokenizer"),
-                ("tokenizer.ggml.pre", "qwen2", "qwen2",
-                 "use a qwen2-family model file; this engine only implements the qwen2 pre-tokenizer"),
-            ] {
-                let found = g.get_str(key)?;
-                if found != want {
-                    let (what, expected, fix) = (key.into(), expected.into(), fix.into());
-                    return Err(rt::Error::Mismatch { what, expected, found: format!("{found:?}"), fix });
-                }
+            let model = g.get_str("tokenizer.ggml.model")?;
+            if model != TOKENIZER_MODEL {
+                return Err(rt::Error::Mismatch {
+                    what: "tokenizer.ggml.model".into(),
+                    expected: format!("{TOKENIZER_MODEL:?} (byte-level BPE)"),
+                    found: format!("{model:?}"),
+                    fix: format!("use a {MODEL_ARCH} model file with a byte-level BPE tokenizer, or generate an engine for this file's family"),
+                });
             }
+            let pre = g.get_str("tokenizer.ggml.pre")?;
+            let Some(&(_, pre_regexes)) = PRE_TOKENIZERS.iter().find(|(name, _)| *name == pre) else {
+                let known: Vec<&str> = PRE_TOKENIZERS.iter().map(|(name, _)| *name).collect();
+                return Err(rt::Error::Mismatch {
+                    what: "tokenizer.ggml.pre".into(),
+                    expected: format!("one of {known:?}"),
+                    found: format!("{pre:?}"),
+                    fix: format!("use a file whose pre-tokenizer the {MODEL_ARCH} family knows, or add its regexes to [tokenizer].pre in the family's ckb/models/*.toml"),
+                });
+            };
             let tokens = g.get_str_array("tokenizer.ggml.tokens")?;
             let n = tokens.len();
             if n == 0 || n > u32::MAX as usize / 2 {
@@ -2066,11 +2132,11 @@ mod tokenizer_bpe {
                 offs.push(bytes.len() as u32);
             }
             let by_text = TextIndex::new(tokens);
-            let mut byte_ids = [0u32; 256];
+            // A byte whose token the vocab lacks (SmolLM2 has no tokens for some control bytes) is
+            // NO_TOKEN: it takes part in no merge and is dropped from the output, as llama.cpp drops it.
+            let mut byte_ids = [NO_TOKEN; 256];
             for (b, c) in byte_chars.iter().enumerate() {
-                let why = "a byte-level BPE vocab needs all 256";
-                let lacks = || err(format!("tokenizer.ggml.tokens lacks the byte token {c:?} for byte 0x{b:02x}; {why}"));
-                byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4])).ok_or_else(lacks)?;
+                byte_ids[b] = by_text.get(c.encode_utf8(&mut [0u8; 4])).unwrap_or(NO_TOKEN);
             }
             let merge_list = g.get_str_array("tokenizer.ggml.merges")?;
             let mut merges: IdMap<u64, (u32, u32)> = IdMap::with_capacity_and_hasher(merge_list.len(), Default::default());
@@ -2095,7 +2161,7 @@ mod tokenizer_bpe {
             let eos = check_id("tokenizer.ggml.eos_token_id")?;
             let bos = check_id("tokenizer.ggml.bos_token_id")?;
             check_id("tokenizer.ggml.padding_token_id")?;
-            let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", false)?;
+            let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", ADD_BOS_DEFAULT)?;
             if add_bos && bos.is_none() {
                 return Err(err("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing".into()));
             }
@@ -2116,9 +2182,12 @@ mod tokenizer_bpe {
             eog.extend(eos);
             eog.sort_unstable();
             eog.dedup();
-            let regex = rt::fancy_regex::Regex::new(QWEN2_PRE_REGEX).map_err(|e| err(format!("pre-tokenizer regex: {e}")))?;
+            let regexes = pre_regexes
+                .iter()
+                .map(|r| rt::fancy_regex::Regex::new(r).map_err(|e| err(format!("pre-tokenizer {pre:?} regex {r:?}: {e}"))))
+                .collect::<rt::Result<Vec<_>>>()?;
             Ok(Tokenizer {
-                bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regex, eos, bos, add_bos, eog,
+                bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regexes, eos, bos, add_bos, eog,
             })
         }
 
@@ -2167,16 +2236,28 @@ mod tokenizer_bpe {
             out
         }
 
-        /// Pre-tokenizes a segment without special tokens and BPE-encodes every piece (gaps included).
+        /// Pre-tokenizes a segment without special tokens and BPE-encodes every piece.
         fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
-            let (tb, mut last, mut sym) = (text.as_bytes(), 0, Vec::new());
-            // Gaps between matches are pieces too; a regex error (backtrack limit, never seen) leaves one rest piece.
-            for m in self.regex.find_iter(text).map_while(|m| m.ok()) {
-                self.bpe(&tb[last..m.start()], &mut sym, out);
-                self.bpe(&tb[m.start()..m.end()], &mut sym, out);
+            let mut sym = Vec::new();
+            self.split(0, text, &mut |piece| self.bpe(piece.as_bytes(), &mut sym, out));
+        }
+
+        /// Splits `text` with regex `r` into matches and the gaps between them (gaps are pieces too,
+        /// as in llama.cpp's unicode_regex_split), each split further by the regexes after `r`; the
+        /// last regex's pieces go to `emit`. A regex error (backtrack limit, never seen) leaves one rest piece.
+        fn split(&self, r: usize, text: &str, emit: &mut dyn FnMut(&str)) {
+            let Some(re) = self.regexes.get(r) else { return emit(text) };
+            let mut last = 0;
+            for m in re.find_iter(text).map_while(|m| m.ok()) {
+                if m.start() > last {
+                    self.split(r + 1, &text[last..m.start()], emit);
+                }
+                self.split(r + 1, m.as_str(), emit);
                 last = m.end();
             }
-            self.bpe(&tb[last..], &mut sym, out);
+            if last < text.len() {
+                self.split(r + 1, &text[last..], emit);
+            }
         }
 
         fn merge_of(&self, a: u32, b: u32) -> Option<(u32, u32)> {
@@ -2198,7 +2279,7 @@ mod tokenizer_bpe {
                     sym.remove(j + 1);
                 }
             }
-            out.extend_from_slice(sym);
+            out.extend(sym.iter().copied().filter(|&id| id != NO_TOKEN));
         }
 
         /// BPE for long pieces: a linked list of symbols (merged-away ones become u32::MAX) and a min-heap
@@ -2322,7 +2403,8 @@ mod chat_template {
     impl ChatTemplate {
         /// Reads `tokenizer.chat_template` (None when absent); a template that does not compile still loads.
         pub(crate) fn from_gguf(g: &Gguf) -> rt::Result<Option<ChatTemplate>> {
-            Ok(g.get_str_opt("tokenizer.chat_template")?.map(|s| ChatTemplate::new(s.to_string())))
+            // The file's own template, else the family's default (DEFAULT_CHAT_TEMPLATE), else none.
+            Ok(g.get_str_opt("tokenizer.chat_template")?.or(DEFAULT_CHAT_TEMPLATE).map(|s| ChatTemplate::new(s.to_string())))
         }
 
         /// Compiles a template text.

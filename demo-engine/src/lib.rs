@@ -1,11 +1,14 @@
-//! The demo app's engines: the qwen2 Q4_K_M (GGUF) and AWQ (Hugging Face checkpoint) engines,
-//! each generated for two targets, and one interface over them so the CLI can pick at run time
-//! (the engines themselves never dispatch).
+//! The demo app's engines: the qwen2 Q4_K_M (GGUF) and AWQ (Hugging Face checkpoint) engines
+//! and the llama Q4_1 ones (SmolLM2), each generated for several targets, and one interface over
+//! them so the CLI can pick at run time from the file's architecture and the cpu (the engines
+//! themselves never dispatch).
 //!
 //! - [`Coder`]: `hw = "x86_64-avx2"` — AVX2+FMA integer dot kernels;
 //! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU;
 //! - [`CoderAvx512`]: `hw = "x86_64-avx512"` — the AVX2 kernels plus AVX-512 VNNI tiled prefill;
-//! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory).
+//! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory);
+//! - [`Smol`], [`SmolPortable`], [`SmolSm89`]: `model = "llama", quant = "q4_1"` for AVX2, any
+//!   CPU and CUDA sm_89 (the family-generic decoder driven by ckb/models/llama.toml).
 
 use metainfer::{GenParams, Message, Stats};
 
@@ -23,6 +26,15 @@ pub struct CoderAwq;
 
 #[metainfer::engine(model = "qwen2", hw = "generic", quant = "awq", features = ["server"])]
 pub struct CoderAwqPortable;
+
+#[metainfer::engine(model = "llama", hw = "x86_64-avx2", quant = "q4_1", features = ["server"])]
+pub struct Smol;
+
+#[metainfer::engine(model = "llama", hw = "generic", quant = "q4_1", features = ["server"])]
+pub struct SmolPortable;
+
+#[metainfer::engine(model = "llama", hw = "sm_89", quant = "q4_1", features = ["server"])]
+pub struct SmolSm89;
 
 // The CUDA engines (kernels in the entries' kernels/, PTX from NVRTC at generation time; the
 // driver is loaded at run time, so these build on machines without CUDA). sm_89 PTX also runs
@@ -140,6 +152,9 @@ impl_model!(CoderSm90, "sm_90", cuda);
 impl_model!(CoderAwqSm80, "sm_80", cuda);
 impl_model!(CoderAwqSm89, "sm_89", cuda);
 impl_model!(CoderAwqSm90, "sm_90", cuda);
+impl_model!(Smol, "x86_64-avx2");
+impl_model!(SmolPortable, "generic");
+impl_model!(SmolSm89, "sm_89", cuda);
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,9 +226,120 @@ pub fn is_checkpoint(path: &std::path::Path) -> bool {
     path.is_dir() || (path.extension().is_some_and(|e| e != "gguf") && path.with_file_name("config.json").is_file())
 }
 
-/// Loads `path` with the chosen engine: a checkpoint directory with the AWQ engines, anything
-/// else with the GGUF ones.
+/// The model families demo-engine has engines for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Qwen2,
+    Llama,
+}
+
+/// The family of the model at `path`: qwen2 for checkpoints (the AWQ engines), else from the
+/// GGUF's `general.architecture`; an architecture without engines here is an error that says
+/// what would serve it.
+pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
+    if is_checkpoint(path) {
+        return Ok(Family::Qwen2);
+    }
+    match gguf_arch(path)?.as_str() {
+        "qwen2" => Ok(Family::Qwen2),
+        "llama" => Ok(Family::Llama),
+        other => Err(metainfer::Error::Mismatch {
+            what: format!("general.architecture of {}", path.display()),
+            expected: "\"qwen2\" or \"llama\" (the families demo-engine has engines for)".into(),
+            found: format!("{other:?}"),
+            fix: format!("generate an engine with #[metainfer::engine(model = \"{other}\", ...)] if the ckb knows that family (cargo metainfer ckb ls)"),
+        }),
+    }
+}
+
+/// `general.architecture` of a GGUF file, read from its header without mapping the file.
+pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
+    use std::io::{BufReader, Read};
+    let io = |source| metainfer::Error::Io { path: path.to_path_buf(), source };
+    let bad = |why: String| metainfer::Error::format(format!("GGUF header of {}", path.display()), why);
+    let mut r = BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let mut read = |n: usize| -> Result<Vec<u8>, metainfer::Error> {
+        let mut b = vec![0u8; n];
+        r.read_exact(&mut b).map_err(io)?;
+        Ok(b)
+    };
+    let u32_of = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap());
+    let u64_of = |b: &[u8]| u64::from_le_bytes(b[..8].try_into().unwrap());
+    let head = read(24)?;
+    if &head[..4] != b"GGUF" {
+        return Err(bad("not a GGUF file (no GGUF magic)".into()));
+    }
+    let n_kv = u64_of(&head[16..]);
+    // Bytes of one value of scalar type `t` (GGUF value types 0..=12 but 8, string, and 9, array).
+    let scalar = |t: u32| match t {
+        0 | 1 | 7 => Some(1),
+        2 | 3 => Some(2),
+        4 | 5 | 6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
+    };
+    for _ in 0..n_kv.min(1 << 20) {
+        let len = u64_of(&read(8)?);
+        if len > 1 << 16 {
+            return Err(bad(format!("a metadata key of {len} bytes")));
+        }
+        let key = read(len as usize)?;
+        let t = u32_of(&read(4)?);
+        match t {
+            8 => {
+                let len = u64_of(&read(8)?);
+                if len > 1 << 24 {
+                    return Err(bad(format!("a string of {len} bytes")));
+                }
+                let v = read(len as usize)?;
+                if key == b"general.architecture" {
+                    return String::from_utf8(v).map_err(|_| bad("general.architecture is not UTF-8".into()));
+                }
+            }
+            9 => {
+                let et = u32_of(&read(4)?);
+                let n = u64_of(&read(8)?);
+                for _ in 0..n {
+                    match (et, scalar(et)) {
+                        (8, _) => {
+                            let len = u64_of(&read(8)?);
+                            read(len.min(1 << 24) as usize)?;
+                        }
+                        (_, Some(size)) => {
+                            read(size)?;
+                        }
+                        _ => return Err(bad(format!("array of value type {et}"))),
+                    }
+                }
+            }
+            t => {
+                read(scalar(t).ok_or_else(|| bad(format!("value type {t}")))?)?;
+            }
+        }
+    }
+    Err(bad("no general.architecture key".into()))
+}
+
+/// Loads `path` with the chosen engine of the file's family (`family_of`): a checkpoint
+/// directory with the AWQ engines, anything else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
+    if family_of(path)? == Family::Llama {
+        return Ok(match which {
+            // sm_89 PTX runs on sm_90 GPUs too (the driver JITs it).
+            Which::Cuda(Arch::Sm89 | Arch::Sm90) => Box::new(SmolSm89::load(path)?),
+            Which::Cuda(Arch::Sm80) => {
+                return Err(metainfer::Error::Mismatch {
+                    what: "the cuda arch asked for (--engine sm_80)".into(),
+                    expected: "sm_89 or sm_90 for llama files".into(),
+                    found: "sm_80".into(),
+                    fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine; demo-engine has no sm_80 llama engine".into(),
+                })
+            }
+            Which::Auto if has_avx2() => Box::new(Smol::load(path)?),
+            Which::Avx2 | Which::Avx512 => Box::new(Smol::load(path)?),
+            Which::Auto | Which::Generic => Box::new(SmolPortable::load(path)?),
+        });
+    }
     let avx512 = match which {
         Which::Auto => has_avx512(),
         Which::Avx512 => true,

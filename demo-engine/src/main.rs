@@ -1,5 +1,6 @@
-//! `demo-engine`: generate, chat, bench, perplexity and an OpenAI-compatible server on a qwen2
-//! GGUF with the engines MetaInfer generated for this crate (see src/lib.rs).
+//! `demo-engine`: generate, chat, bench, perplexity and an OpenAI-compatible server on a qwen2 or
+//! llama GGUF (or a qwen2 AWQ checkpoint) with the engines MetaInfer generated for this crate
+//! (see src/lib.rs); the engine's family follows the file's architecture.
 
 
 use anyhow::{bail, Context, Result};
@@ -12,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "demo-engine", version, about = "Run the MetaInfer-generated qwen2 engines")]
+#[command(name = "demo-engine", version, about = "Run the MetaInfer-generated qwen2 and llama engines")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -26,7 +27,7 @@ struct ModelArgs {
     /// Worker threads (default: all cores).
     #[arg(long, short = 't')]
     threads: Option<usize>,
-    /// Which generated engine: auto (avx512 for GGUF files, else avx2, when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
+    /// Which generated engine of the file's family (its general.architecture: qwen2 or llama): auto (avx512 for qwen2 GGUF files, else avx2, when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
     #[arg(long, default_value = "auto")]
     engine: Which,
     /// CUDA engines: launch every kernel of a decode step instead of replaying a captured CUDA graph.

@@ -1,4 +1,4 @@
-//! Loading model files: the tiny synthetic qwen2 GGUF works with both generated engines, and
+//! Loading model files: the tiny synthetic qwen2 and llama GGUFs work with their family's engines, and
 //! files the engines were not generated for, or that are malformed, are refused with an error
 //! that says what differs — never a panic.
 
@@ -51,9 +51,32 @@ fn other_architecture_is_refused_with_what_differs() {
     let mut b = tiny_bytes();
     let at = after_string(&b, "general.architecture") + 4; // value type u32
     let val = after_string(&b[at..], "qwen2") + at - 5;
-    b[val..val + 5].copy_from_slice(b"llama");
+    b[val..val + 5].copy_from_slice(b"gemma");
+    // demo-engine has no engine for that family: it says so and what would serve it
     let msg = load_err(&b, "arch.gguf", Which::Generic);
-    assert!(msg.contains("general.architecture") && msg.contains("llama") && msg.contains("qwen2"), "{msg}");
+    assert!(msg.contains("general.architecture") && msg.contains("gemma") && msg.contains("qwen2"), "{msg}");
+    assert!(msg.contains("model = \"gemma\""), "{msg}");
+    // an engine given a file of another family refuses it itself, with what to generate instead
+    let path = write_temp("arch2.gguf", &b);
+    let msg = demo_engine::CoderPortable::load(&path).err().expect("refused").to_string();
+    assert!(msg.contains("general.architecture is \"gemma\"") && msg.contains("generate an engine with model = \"gemma\""), "{msg}");
+}
+
+#[test]
+fn llama_files_get_the_llama_engines_and_qwen2_engines_refuse_them() {
+    let tiny_llama = common::root().join("ckb/gates/fixtures/tiny-llama.gguf");
+    assert_eq!(demo_engine::family_of(&tiny_llama).unwrap(), demo_engine::Family::Llama);
+    for which in [Which::Auto, Which::Generic] {
+        let mut m = load(&tiny_llama, which).unwrap();
+        let ids = m.encode("hello world");
+        let mut p = GenParams::greedy(4);
+        p.stop_at_eos = false;
+        assert_eq!(m.generate_ids(&ids, &p, &mut |_, _| true).unwrap().0.len(), 4);
+    }
+    let msg = demo_engine::CoderPortable::load(&tiny_llama).err().expect("a qwen2 engine refuses a llama file").to_string();
+    assert!(msg.contains("general.architecture is \"llama\"") && msg.contains("model = \"llama\""), "{msg}");
+    let msg = demo_engine::SmolPortable::load(&common::tiny_model()).err().expect("a llama engine refuses a qwen2 file").to_string();
+    assert!(msg.contains("general.architecture is \"qwen2\"") && msg.contains("model = \"qwen2\""), "{msg}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 // CUDA kernels of the GPU engines (sm_80, sm_89, sm_90): dequant GEMV/GEMM for the GGUF types
-// F32, F16, Q8_0, Q5_0, Q4_K, Q6_K, for AWQ int4 as the engines hold it (AWQ_INT4 rows) and in
+// F32, F16, Q8_0, Q4_1, Q5_0, Q4_K, Q6_K, for AWQ int4 as the engines hold it (AWQ_INT4 rows) and in
 // AutoAWQ's own packing, row gather (embedding), RMSNorm, NeoX rope,
 // the f16 KV cache append, causal attention with online softmax, SwiGLU, residual add, and
 // sampling on the device (greedy argmax; temperature + top-k). Compiled with NVRTC to PTX for
@@ -19,7 +19,7 @@
 //   gemv_awq/gemm_awq: blockDim = (32, AWQ_KSPLIT); grid = (ceil(out / 256), ceil(n_tok / GEMM_TOK))
 //   get_rows_<t>:      blockDim.x = 32 * warps; grid = n_tok
 //   rmsnorm_f32:       blockDim.x = a multiple of 32, <= 1024; grid = n_tok
-//   rope_neox_f32, kv_append_f16, swiglu_f32, add_f32: any 1-D launch covering the elements
+//   rope_neox_f32, rope_norm_f32, kv_append_f16, swiglu_f32, add_f32: any 1-D launch covering the elements
 //   attention_f16kv:   blockDim.x = 32 * ATTN_WARPS; grid = (n_head, n_tok); head_dim <= 256, % 32 == 0
 //   argmax_f32, sample_topk_f32: one block of 1024 threads
 
@@ -101,6 +101,20 @@ struct TQ8_0 {
     __device__ static void deq(const u8* row, int c, int lane, int, float* w) {
         const u8* b = row + (size_t)c * 34;
         w[0] = f16_to_f32(ld_u16(b)) * (float)(i8)b[2 + lane];
+    }
+};
+
+// Q4_1: 20 bytes / 32 values: d f16 @0, m f16 @2, qs[16] @4 (value j < 16: low nibble of qs[j];
+// value j >= 16: high nibble of qs[j-16]); w = d * q + m (a multiply, then an add: --fmad=false).
+struct TQ4_1 {
+    static constexpr int PER = 1;
+    __device__ static size_t row_bytes(int cols) { return (size_t)(cols / 32) * 20; }
+    __device__ static int chunks(int cols) { return cols / 32; }
+    __device__ static void deq(const u8* row, int c, int lane, int, float* w) {
+        const u8* b = row + (size_t)c * 20;
+        u8 qs = b[4 + (lane & 15)];
+        int q = lane < 16 ? (qs & 0x0F) : (qs >> 4);
+        w[0] = f16_to_f32(ld_u16(b)) * (float)q + f16_to_f32(ld_u16(b + 2));
     }
 };
 
@@ -277,6 +291,7 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const i32* __
 GGUF_KERNELS(f32, TF32)
 GGUF_KERNELS(f16, TF16)
 GGUF_KERNELS(q8_0, TQ8_0)
+GGUF_KERNELS(q4_1, TQ4_1)
 GGUF_KERNELS(q5_0, TQ5_0)
 GGUF_KERNELS(q4_k, TQ4_K)
 GGUF_KERNELS(q6_k, TQ6_K)
@@ -398,11 +413,12 @@ extern "C" __global__ void rmsnorm_f32(const float* x, const float* __restrict__
 
 // ---- NeoX rope ----------------------------------------------------------------------------
 // q: [n_tok][n_head][head_dim]; k: [n_tok][n_head_kv][head_dim]; pos: [n_tok] (on the device).
-// Pairs (i, i + head_dim/2) of every head rotate by pos * theta^(-2i/head_dim). One thread per
-// (token, head of q or k, i < head_dim/2); n_tok * (n_head + n_head_kv) * head_dim/2 threads.
-extern "C" __global__ void rope_neox_f32(float* __restrict__ q, float* __restrict__ k,
+// Pair i (< head_dim/2) of every head rotates by pos * theta^(-2i/head_dim); the pair is
+// (i, i + head_dim/2) for NeoX rope, (2i, 2i + 1) for normal rope. One thread per (token, head
+// of q or k, i); n_tok * (n_head + n_head_kv) * head_dim/2 threads.
+__device__ __forceinline__ void rope_f32(float* __restrict__ q, float* __restrict__ k,
                                          const i32* __restrict__ pos, int n_tok, int n_head,
-                                         int n_head_kv, int head_dim, float theta) {
+                                         int n_head_kv, int head_dim, float theta, bool neox) {
     int half = head_dim / 2;
     int heads = n_head + n_head_kv;
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -415,9 +431,22 @@ extern "C" __global__ void rope_neox_f32(float* __restrict__ q, float* __restric
     float freq = powf(theta, -2.0f * (float)i / (float)head_dim);
     float s, c;
     sincosf((float)pos[t] * freq, &s, &c);
-    float x0 = v[i], x1 = v[i + half];
-    v[i] = x0 * c - x1 * s;
-    v[i + half] = x0 * s + x1 * c;
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+}
+
+extern "C" __global__ void rope_neox_f32(float* __restrict__ q, float* __restrict__ k,
+                                         const i32* __restrict__ pos, int n_tok, int n_head,
+                                         int n_head_kv, int head_dim, float theta) {
+    rope_f32(q, k, pos, n_tok, n_head, n_head_kv, head_dim, theta, true);
+}
+
+extern "C" __global__ void rope_norm_f32(float* __restrict__ q, float* __restrict__ k,
+                                         const i32* __restrict__ pos, int n_tok, int n_head,
+                                         int n_head_kv, int head_dim, float theta) {
+    rope_f32(q, k, pos, n_tok, n_head, n_head_kv, head_dim, theta, false);
 }
 
 // ---- KV cache -----------------------------------------------------------------------------

@@ -15,7 +15,26 @@ pub fn real_model() -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        println!("skipped: {} is absent; run scripts/fetch-model.sh", p.display());
+        println!(
+            "skipped: {} is absent; run scripts/fetch-model.sh",
+            p.display()
+        );
+        None
+    }
+}
+
+/// The real llama-family model (SmolLM2-135M-Instruct Q4_1), or `None` with the reason printed.
+pub fn smollm2() -> Option<PathBuf> {
+    let p = std::env::var_os("METAINFER_REAL_MODEL_LLAMA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    if p.exists() {
+        Some(p)
+    } else {
+        println!(
+            "skipped: {} is absent; run scripts/fetch-model.sh",
+            p.display()
+        );
         None
     }
 }

@@ -123,28 +123,42 @@ fn smollm2_perplexity_within_one_percent_of_llama_cpp() {
 }
 
 #[test]
-fn smollm2_chat_answers_with_the_files_template() {
+fn smollm2_chat_renders_the_files_template_and_follows_llama_cpp() {
     let Some(path) = common::smollm2() else {
         return;
     };
     let mut m = load(&path, Which::Auto).unwrap();
+    m.set_threads(2);
     let msgs = [Message::user("What is the capital of France?")];
     let prompt = m.render_chat(&msgs, true).unwrap();
-    // SmolLM2's template adds its default system prompt when there is none.
-    assert!(
-        prompt.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
-        "{prompt}"
-    );
-    assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
+    // SmolLM2's template adds its default system prompt when there is none; the recorded
+    // llama.cpp case is that exact text.
+    let (near_tie, cases) = llama_cases();
+    let Some((margins, _, want)) = cases.iter().find(|c| c.1 == prompt) else {
+        panic!("no llama.cpp case renders as {prompt:?}: the template differs from llama.cpp's");
+    };
     let ids = m.encode(&prompt);
-    let (gen, stats) = m
-        .generate_ids(&ids, &GenParams::greedy(48), &mut |_, _| true)
+    let (gen, _) = m
+        .generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true)
         .unwrap();
-    let text = m.decode(&gen);
-    assert!(text.contains("Paris"), "{text:?}");
-    assert_eq!(
-        stats.finish,
-        metainfer::rt::FinishReason::Stop,
-        "stops at <|im_end|>: {text:?}"
+    // (llama.cpp itself answers this with "L'Étoile, la Marseillaise, ...": the 135M model,
+    // greedy, does not name Paris here; what is checked is that we say what llama.cpp says.)
+    let must = margins
+        .iter()
+        .position(|&x| x < near_tie)
+        .unwrap_or(want.len());
+    let same = gen.iter().zip(want).take_while(|(a, b)| a == b).count();
+    println!(
+        "chat: {same}/{} ids as llama.cpp's (first near tie at step {must}): {:?}",
+        want.len(),
+        m.decode(&gen)
+    );
+    assert!(
+        must > 0,
+        "the recorded case has a near tie at its first step"
+    );
+    assert!(
+        same >= must,
+        "chat reply diverges from llama.cpp at step {same}: {gen:?} vs {want:?}"
     );
 }

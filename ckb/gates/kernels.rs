@@ -1,5 +1,5 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
-// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dot_row2, dec_rows,
+// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_rows,
 // dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matmul and the act_quant
 // helpers.
 //
@@ -16,8 +16,6 @@
 //                     included); for Q4_K, whose four-token kernels may mirror llama.cpp's
 //                     repacked gemm and sum in its order, bitwise dot_row or the gemm order of
 //                     gate_q4_k_gemm (an independent scalar reading of the block bytes).
-// dot2_bits:          dot_row2 (where the type has a two-row kernel) against dot_row of each row,
-//                     bitwise, over the lengths of kernel_<t>.
 // dec_bits:           dot_dec2x4 on row pairs decoded by dec_rows (where the type has a tiled
 //                     form) against dot_row of each (row, token) pair (Q4_K: or gate_q4_k_gemm),
 //                     bitwise, over the same lengths; the decoded buffers are reused across
@@ -409,40 +407,6 @@ fn gate_dot4_bits() {
     }
     println!("GATE dot4_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
     assert!(failures.is_empty(), "dot_row4 differs bitwise from dot_row (and for Q4_K from the gemm order):\n{}", failures.join("\n"));
-}
-
-#[test]
-fn gate_dot2_bits() {
-    let (mut cases, mut mismatches, mut types) = (0usize, 0usize, Vec::new());
-    let mut failures = Vec::new();
-    for &ty in COMPILED_TYPES {
-        let kind = act_kind(ty);
-        let mut rng = GateRng::new(0xD072_0000 + ty.id() as u64);
-        let mut has2 = false;
-        for n in gate_lengths(ty) {
-            for rep in 0..5 {
-                let rows = [gate_random_row(ty, n, &mut rng), gate_random_row(ty, n, &mut rng)];
-                let x = Act::new(&gate_random_x(n, rep, &mut rng), &[kind]);
-                let Some(v) = dot_row2(ty, [&rows[0], &rows[1]], &x) else { break };
-                has2 = true;
-                for i in 0..2 {
-                    cases += 1;
-                    let one = dot_row(ty, &rows[i], &x);
-                    if v[i].to_bits() != one.to_bits() {
-                        mismatches += 1;
-                        if failures.len() < 5 {
-                            failures.push(format!("{} n={n} rep={rep} row={i}: dot_row2 {} vs dot_row {one}", gate_tag(ty), v[i]));
-                        }
-                    }
-                }
-            }
-        }
-        if has2 {
-            types.push(gate_tag(ty));
-        }
-    }
-    println!("GATE dot2_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
-    assert!(failures.is_empty(), "dot_row2 differs bitwise from dot_row:\n{}", failures.join("\n"));
 }
 
 #[test]

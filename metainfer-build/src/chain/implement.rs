@@ -350,7 +350,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
             .entry
             .clone()
             .ok_or_else(|| ChainError::Plan(format!("realization of '{contract}' names no entry function")))?;
-        types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone(), slot.entry_tile.clone(), slot.entry2.clone()));
+        types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone(), slot.entry_tile.clone()));
     }
     let mut s = String::new();
     write_types_and_act_kind(&mut s, &named, &["The activation form the dot kernel of `ty` consumes."]);
@@ -373,7 +373,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         let _ = writeln!(s, "    let _ = (row, xs); // no compiled type has a four-token kernel");
     }
     let _ = writeln!(s, "    match ty {{");
-    for (n, _, _, is_unsafe, entry4, ..) in &types {
+    for (n, _, _, is_unsafe, entry4, _) in &types {
         let Some(entry4) = entry4 else { continue };
         write_arm(&mut s, n, *is_unsafe, &format!("{entry4}(row, xs)"), true);
     }
@@ -381,26 +381,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
-    let _ = writeln!(s, "/// Two weight rows of type `ty` · one prepared activation, with the type's two-row kernel");
-    let _ = writeln!(s, "/// (result i bitwise `dot_row` of row i); None when the type has none.");
-    let _ = writeln!(s, "#[inline]");
-    if types.iter().all(|t| t.6.is_none()) {
-        // (the short form: the budget counts these lines in every engine)
-        let _ = writeln!(s, "pub(crate) fn dot_row2(_: GgmlType, _: [&[u8]; 2], _: &Act) -> Option<[f32; 2]> {{");
-        let _ = writeln!(s, "    None // no compiled type has a two-row kernel");
-    } else {
-        let _ = writeln!(s, "pub(crate) fn dot_row2(ty: GgmlType, rows: [&[u8]; 2], x: &Act) -> Option<[f32; 2]> {{");
-        let _ = writeln!(s, "    match ty {{");
-        for (n, _, _, is_unsafe, _, _, entry2) in &types {
-            let Some(entry2) = entry2 else { continue };
-            write_arm(&mut s, n, *is_unsafe, &format!("{entry2}(rows, x)"), true);
-        }
-        let _ = writeln!(s, "        _ => None,");
-        let _ = writeln!(s, "    }}");
-    }
-    let _ = writeln!(s, "}}");
-    s.push('\n');
-    let tiled: Vec<_> = types.iter().filter_map(|(n, _, _, u, _, t, _)| t.as_ref().map(|(d, k)| (n, *u, d, k))).collect();
+    let tiled: Vec<_> = types.iter().filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k)| (n, *u, d, k))).collect();
     let _ = writeln!(s, "/// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled");
     let _ = writeln!(s, "/// prefill form: the pair is decoded once for all tokens); false when the type has none.");
     let _ = writeln!(s, "pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {{");

@@ -330,9 +330,6 @@ pub fn review_slot(slot: &Slot, code: &str, contract: Option<&Contract>) -> Vec<
     if let Some(e4) = &slot.entry4 {
         extra.push(format!("pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"));
     }
-    if let Some(e2) = &slot.entry2 {
-        extra.push(format!("pub(crate) {unsafe_kw}fn {e2}(rows: [&[u8]; 2], x: &Act) -> [f32; 2]"));
-    }
     if let Some((d, k)) = &slot.entry_tile {
         extra.push(format!("pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; 2], out: &mut DecRows)"));
         extra.push(format!("pub(crate) {unsafe_kw}fn {k}(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]"));

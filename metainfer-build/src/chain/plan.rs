@@ -41,10 +41,6 @@ pub struct Slot {
     /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
     /// (unsafe exactly when `entry` is).
     pub entry4: Option<String>,
-    /// For dot kernels with a two-row form: the function the dispatch's `dot_row2` calls
-    /// (unsafe exactly when `entry` is).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entry2: Option<String>,
     /// For dot kernels with a tiled prefill form: the row-pair decoder (`dec_rows`) and the 2 x 4
     /// kernel on a decoded pair (`dot_dec2x4`), unsafe exactly when `entry` is.
     pub entry_tile: Option<(String, String)>,
@@ -153,7 +149,6 @@ fn generated(id: &str, title: &str) -> Slot {
         variants: vec![],
         entry: None,
         entry4: None,
-        entry2: None,
         entry_tile: None,
         llm: false,
         fallback: None,
@@ -202,7 +197,6 @@ fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: Generator, do
         variants: vec![variant],
         entry,
         entry4: None,
-        entry2: None,
         entry_tile: None,
         llm: true,
         fallback: from_ckb.ok().map(Box::new),
@@ -244,7 +238,6 @@ fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
         variants,
         entry: chosen.entry.clone().map(|e| (e, chosen.entry_unsafe)),
         entry4: chosen.entry4.clone(),
-        entry2: chosen.entry2.clone(),
         entry_tile,
         llm: false,
         fallback: None,

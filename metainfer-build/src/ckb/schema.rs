@@ -75,12 +75,6 @@ pub struct RealizationRef {
     /// (`fn(row: &[u8], xs: [&Act; 4]) -> [f32; 4]`); unsafe exactly when `entry` is.
     #[serde(default)]
     pub entry4: Option<String>,
-    /// For dot kernels with a two-row form: the function the dispatch's `dot_row2` calls
-    /// (`fn(rows: [&[u8]; 2], x: &Act) -> [f32; 2]`, result i bitwise `entry` of row i); the
-    /// decode matvec runs row pairs through it so that two independent chains hide the latency
-    /// of one. Unsafe exactly when `entry` is.
-    #[serde(default)]
-    pub entry2: Option<String>,
     /// For dot kernels with a tiled prefill form: the row-pair decoder the dispatch's `dec_rows`
     /// calls (`fn(rows: [&[u8]; 2], out: &mut DecRows)`), given together with `entry2x4`; unsafe
     /// exactly when `entry` is.

@@ -100,9 +100,9 @@ mod header {
     /// Refuses to run on a CPU without the instruction sets the kernels were compiled for.
     pub(crate) fn check_cpu() -> rt::Result<()> {
         #[cfg(target_arch = "x86_64")]
-        let missing: Vec<&str> = [("avx2", std::is_x86_feature_detected!("avx2")), ("fma", std::is_x86_feature_detected!("fma"))].iter().filter(|f| !f.1).map(|f| f.0).collect();
+        let missing: Vec<&str> = [("avx2", std::is_x86_feature_detected!("avx2")), ("fma", std::is_x86_feature_detected!("fma")), ("f16c", std::is_x86_feature_detected!("f16c"))].iter().filter(|f| !f.1).map(|f| f.0).collect();
         #[cfg(not(target_arch = "x86_64"))]
-        let missing: Vec<&str> = vec!["avx2", "fma"];
+        let missing: Vec<&str> = vec!["avx2", "fma", "f16c"];
         if missing.is_empty() {
             return Ok(());
         }
@@ -1115,17 +1115,19 @@ mod dot_q4_1 {
     // the signed Q8_0 quants (maddubs, then madd into eight i32 lane sums; |pair| <= 2*15*127),
     // converted to f32 and accumulated with one fma by d_w*d_x into eight f32 lanes, in block order;
     // the min term is a scalar fma chain in block order, summs = fma(m_w, s_x, summs) (gcc contracts
-    // ggml's `summs += m * s` so; s_x is Act.q8_0_s, ggml's q8_1 `s`); result hsum(acc) + summs. The
-    // f16 scales and mins of eight blocks are converted at once (exact), their scale products formed
-    // at once; a row's last n % 8 blocks convert theirs one by one (the same values).
+    // ggml's `summs += m * s` so; s_x is Act.q8_0_s, ggml's q8_1 `s`); result hsum(acc) + summs.
+    // Checked bitwise against ggml's function built with the anchor's flags (gcc -O3 -march=native
+    // -std=gnu11) in a /tmp harness include!-ing this file: 0 mismatches in 2048 row x token dots.
     //
-    // One row's chain of fmas is latency-bound, so the kernel is written for R rows x T tokens with
-    // R * T independent chains, each with the operations of the one-row one-token kernel in the
-    // same order (so every form is bitwise that kernel): the two-row form (decode matvec, rows in
-    // pairs) shares the activation's loads, the four-token form (prefill) decodes each block's
-    // nibbles and scales once for the four tokens. Measured on the 2-core AMD EPYC (AVX2), 256 rows,
-    // best of 15, /tmp harness include!-ing this file, ns per row and token: 576 columns one row
-    // 46.0, four tokens 25.8; 1536 columns 113.7 and 63.3 (two rows: see the issue 19 note).
+    // The f16 scales and mins of eight blocks are converted at once with F16C (exact), their scale
+    // products formed at once; a row's last n % 8 blocks convert theirs one by one (the same values).
+    // The four-token form (prefill) runs four tokens' chains side by side, each with the operations
+    // of the one-token kernel in the same order (bit for bit four calls of it), and decodes each
+    // block's nibbles and scales once for the four. Harness, 2-core AMD EPYC, 256 rows, best of 15,
+    // ns per row and token at 576 / 1536 columns: one token 40.4 / 94.7 (integer f16 conversion and
+    // 16 word inserts per eight blocks: 47.6 / 116.7; ggml's function: 66.6 / 161.5 in a noisier
+    // run where ours took 56.8 / 119.5); four tokens 22.9 / 52.3. Two rows side by side did not pay
+    // (39.7 / 96.2 per row): the kernel is throughput-bound, not bound by the fma chain's latency.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -1133,127 +1135,99 @@ mod dot_q4_1 {
     // The 32 nibbles of a block as bytes 0..=15 (value order).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q4_1_nibbles(b: &BlockQ4_1) -> __m256i {
         let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-        _mm256_and_si256(
-            _mm256_set1_epi8(0x0F),
-            _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp),
-        )
+        _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp))
     }
 
-    // acc + d * (the eight i32 lane sums of qx . qy, as f32).
+    // acc + d * (the eight i32 lane sums of qx . block y, as f32).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_1_step(acc: __m256, d: f32, qx: __m256i, qy: __m256i) -> __m256 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q4_1_step(acc: __m256, d: f32, qx: __m256i, y: &BlockQ8_0) -> __m256 {
+        let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
         let p = _mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(qx, qy));
         _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc)
     }
 
-    // A block's 32 activation quants.
+    // The f16 scales and mins of eight blocks as f32 (exact): one 4-byte load (d, m) per block, the
+    // d and m halves sorted apart with a byte shuffle, then one F16C conversion each.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q8_0_quants(y: &BlockQ8_0) -> __m256i {
-        _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i)
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q4_1_scales_mins(b: &[BlockQ4_1]) -> (__m256, __m256) {
+        let dm = |k: usize| i32::from_le_bytes([b[k].d[0], b[k].d[1], b[k].m[0], b[k].m[1]]);
+        let v = _mm256_setr_epi32(dm(0), dm(1), dm(2), dm(3), dm(4), dm(5), dm(6), dm(7));
+        // per 128-bit lane: [d0 m0 d1 m1 d2 m2 d3 m3] -> [d0 d1 d2 d3 m0 m1 m2 m3]
+        let split = _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, //
+            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+        );
+        // [d0..d3 | m0..m3 | d4..d7 | m4..m7] -> [d0..d7 | m0..m7]
+        let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(v, split));
+        (_mm256_cvtph_ps(_mm256_castsi256_si128(v)), _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(v)))
     }
 
-    // Checks that x is a Q8_0 activation (with its block sums) for a row of n blocks.
-    fn q4_1_check(n: usize, x: &Act) {
-        assert_eq!(
-            n,
-            x.q8_0.len(),
-            "Q4_1 row of {n} blocks for a Q8_0 activation of {} blocks",
-            x.q8_0.len()
-        );
-        assert!(
-            n * 32 == x.f32.len() && x.q8_0_d.len() == n && x.q8_0_s.len() == n,
-            "activation lacks its Q8_0 form"
-        );
-    }
-
-    /// row . x for a Q4_1 row; reads x's Q8_0 form and its block sums (q8_0_s). Requires AVX2 and FMA.
+    /// row . x for a Q4_1 row; reads x's Q8_0 form and its block sums (q8_0_s). Requires AVX2, FMA
+    /// and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q4_1_avx2(row: &[u8], x: &Act) -> f32 {
-        dot_q4_1_avx2_rt::<1, 1>([row], [x])[0][0]
-    }
-
-    /// rows[i] . x for two Q4_1 rows (decode), bit for bit two calls of dot_q4_1_avx2.
-    /// Requires AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot2_q4_1_avx2(rows: [&[u8]; 2], x: &Act) -> [f32; 2] {
-        let v = dot_q4_1_avx2_rt::<2, 1>(rows, [x]);
-        [v[0][0], v[1][0]]
+        dot_q4_1_avx2_n::<1>(row, [x])[0]
     }
 
     /// row . xs[t] for four activations (prefill), bit for bit four calls of dot_q4_1_avx2.
-    /// Requires AVX2 and FMA.
+    /// Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot4_q4_1_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
-        dot_q4_1_avx2_rt::<1, 4>([row], xs)[0]
+        dot_q4_1_avx2_n::<4>(row, xs)
     }
 
-    // The kernel for R rows and T tokens: R * T chains, each in llama.cpp's order.
+    // The kernel for T tokens: T chains, each in llama.cpp's order.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn dot_q4_1_avx2_rt<const R: usize, const T: usize>(rows: [&[u8]; R], xs: [&Act; T]) -> [[f32; T]; R] {
-        let w = rows.map(q4_1_blocks);
-        let n = w[0].len();
-        for wr in w {
-            assert_eq!(wr.len(), n, "Q4_1 rows of {} and {n} blocks in one call", wr.len());
-        }
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn dot_q4_1_avx2_n<const T: usize>(row: &[u8], xs: [&Act; T]) -> [f32; T] {
+        let w = q4_1_blocks(row);
+        let n = w.len();
         for x in xs {
-            q4_1_check(n, x);
+            assert_eq!(n, x.q8_0.len(), "Q4_1 row of {n} blocks for a Q8_0 activation of {} blocks", x.q8_0.len());
+            assert!(n * 32 == x.f32.len() && x.q8_0_d.len() == n && x.q8_0_s.len() == n, "activation lacks its Q8_0 form");
         }
-        let mut acc = [[_mm256_setzero_ps(); T]; R];
-        let mut summs = [[0.0f32; T]; R];
-        let mut dd = [[[0.0f32; 8]; T]; R]; // [row][token][block of the group]: d_w * d_x
-        let mut mw = [[0.0f32; 8]; R]; // [row][block of the group]: m_w
+        let mut acc = [_mm256_setzero_ps(); T];
+        let mut summs = [0.0f32; T];
+        let mut dd = [[0.0f32; 8]; T]; // [token][block of the group]: d_w * d_x
+        let mut mw = [0.0f32; 8]; // [block of the group]: m_w
         let full = n / 8 * 8;
         for g in (0..full).step_by(8) {
-            for r in 0..R {
-                let wb = &w[r][g..g + 8];
-                let wd = f16x8_scales(8, |k| wb[k].d);
-                _mm256_storeu_ps(mw[r].as_mut_ptr(), f16x8_scales(8, |k| wb[k].m));
-                for t in 0..T {
-                    let ddt = _mm256_mul_ps(wd, _mm256_loadu_ps(xs[t].q8_0_d[g..g + 8].as_ptr()));
-                    _mm256_storeu_ps(dd[r][t].as_mut_ptr(), ddt);
-                }
+            let (wd, wm) = q4_1_scales_mins(&w[g..g + 8]);
+            _mm256_storeu_ps(mw.as_mut_ptr(), wm);
+            for t in 0..T {
+                let ddt = _mm256_mul_ps(wd, _mm256_loadu_ps(xs[t].q8_0_d[g..g + 8].as_ptr()));
+                _mm256_storeu_ps(dd[t].as_mut_ptr(), ddt);
             }
             for k in 0..8 {
-                let qx = w.map(|wr| q4_1_nibbles(&wr[g + k]));
-                let qy = xs.map(|x| q8_0_quants(&x.q8_0[g + k]));
-                for r in 0..R {
-                    for t in 0..T {
-                        summs[r][t] = mw[r][k].mul_add(xs[t].q8_0_s[g + k], summs[r][t]);
-                        acc[r][t] = q4_1_step(acc[r][t], dd[r][t][k], qx[r], qy[t]);
-                    }
+                let qx = q4_1_nibbles(&w[g + k]);
+                for t in 0..T {
+                    summs[t] = mw[k].mul_add(xs[t].q8_0_s[g + k], summs[t]);
+                    acc[t] = q4_1_step(acc[t], dd[t][k], qx, &xs[t].q8_0[g + k]);
                 }
             }
         }
         // The last n % 8 blocks (two of a 576-column row), converted one by one.
-        for i in full..n {
-            let qy = xs.map(|x| q8_0_quants(&x.q8_0[i]));
-            for r in 0..R {
-                let b = &w[r][i];
-                let (d, m) = (fp16_to_f32(u16::from_le_bytes(b.d)), fp16_to_f32(u16::from_le_bytes(b.m)));
-                let qx = q4_1_nibbles(b);
-                for t in 0..T {
-                    summs[r][t] = m.mul_add(xs[t].q8_0_s[i], summs[r][t]);
-                    acc[r][t] = q4_1_step(acc[r][t], d * xs[t].q8_0_d[i], qx, qy[t]);
-                }
+        for (i, b) in w.iter().enumerate().skip(full) {
+            let (d, m) = (fp16_to_f32(u16::from_le_bytes(b.d)), fp16_to_f32(u16::from_le_bytes(b.m)));
+            let qx = q4_1_nibbles(b);
+            for t in 0..T {
+                summs[t] = m.mul_add(xs[t].q8_0_s[i], summs[t]);
+                acc[t] = q4_1_step(acc[t], d * xs[t].q8_0_d[i], qx, &xs[t].q8_0[i]);
             }
         }
-        let mut out = [[0.0f32; T]; R];
-        for r in 0..R {
-            for t in 0..T {
-                out[r][t] = hsum_f32x8(acc[r][t]) + summs[r][t];
-            }
+        let mut out = [0.0f32; T];
+        for t in 0..T {
+            out[t] = hsum_f32x8(acc[t]) + summs[t];
         }
         out
     }
@@ -1620,17 +1594,6 @@ mod dispatch {
         }
     }
 
-    /// Two weight rows of type `ty` · one prepared activation, with the type's two-row kernel
-    /// (result i bitwise `dot_row` of row i); None when the type has none.
-    #[inline]
-    pub(crate) fn dot_row2(ty: GgmlType, rows: [&[u8]; 2], x: &Act) -> Option<[f32; 2]> {
-        match ty {
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q4_1 => Some(unsafe { dot2_q4_1_avx2(rows, x) }),
-            _ => None,
-        }
-    }
-
     /// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled
     /// prefill form: the pair is decoded once for all tokens); false when the type has none.
     pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {
@@ -1668,8 +1631,7 @@ mod matvec {
     // Matrix-vector and matrix-matrix products over quantized weight rows, on a persistent pool of
     // worker threads. Every output element is computed entirely by one thread, so results are
     // bitwise identical for any thread count: in `matvec` by one call of the generated
-    // `dot_row(ty, row, x)` (or, for a type with a two-row kernel, `dot_row2` on a row pair, bitwise
-    // the same); in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
+    // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
     // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
     // tile (`dec_rows`; the results of the type's four-token order), the other tokens by `dot_row`.
@@ -1967,23 +1929,10 @@ mod matvec {
             let dst = unsafe { std::slice::from_raw_parts_mut(o.0.add(r0), r1 - r0) };
             let (start, end) = (r0 * rb, r1 * rb);
             prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
-            // Row pairs through the type's two-row kernel where it has one (two independent chains;
-            // bitwise dot_row of each row), else (and for an odd last row) row by row.
-            let mut r = r0;
-            while r < r1 {
-                let n = if r + 1 < r1 { 2 } else { 1 };
-                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + n) * rb + PREFETCH_AHEAD).min(end)]);
-                let pair = (n == 2).then(|| dot_row2(ty, [&data[r * rb..(r + 1) * rb], &data[(r + 1) * rb..(r + 2) * rb]], x)).flatten();
-                match pair {
-                    Some(v) => {
-                        dst[r - r0..r - r0 + 2].copy_from_slice(&v);
-                        r += 2;
-                    }
-                    None => {
-                        dst[r - r0] = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
-                        r += 1;
-                    }
-                }
+            for (k, d) in dst.iter_mut().enumerate() {
+                let r = r0 + k;
+                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
+                *d = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
             }
         });
     }

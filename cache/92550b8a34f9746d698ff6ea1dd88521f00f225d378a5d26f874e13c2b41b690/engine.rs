@@ -943,16 +943,6 @@ mod dispatch {
         }
     }
 
-    /// Two weight rows of type `ty` · one prepared activation, with the type's two-row kernel
-    /// (result i bitwise `dot_row` of row i); None when the type has none.
-    #[inline]
-    pub(crate) fn dot_row2(ty: GgmlType, rows: [&[u8]; 2], x: &Act) -> Option<[f32; 2]> {
-        let _ = (rows, x); // no compiled type has a two-row kernel
-        match ty {
-            _ => None,
-        }
-    }
-
     /// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled
     /// prefill form: the pair is decoded once for all tokens); false when the type has none.
     pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {
@@ -988,8 +978,7 @@ mod matvec {
     // Matrix-vector and matrix-matrix products over quantized weight rows, on a persistent pool of
     // worker threads. Every output element is computed entirely by one thread, so results are
     // bitwise identical for any thread count: in `matvec` by one call of the generated
-    // `dot_row(ty, row, x)` (or, for a type with a two-row kernel, `dot_row2` on a row pair, bitwise
-    // the same); in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
+    // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
     // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
     // tile (`dec_rows`; the results of the type's four-token order), the other tokens by `dot_row`.
@@ -1287,23 +1276,10 @@ mod matvec {
             let dst = unsafe { std::slice::from_raw_parts_mut(o.0.add(r0), r1 - r0) };
             let (start, end) = (r0 * rb, r1 * rb);
             prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
-            // Row pairs through the type's two-row kernel where it has one (two independent chains;
-            // bitwise dot_row of each row), else (and for an odd last row) row by row.
-            let mut r = r0;
-            while r < r1 {
-                let n = if r + 1 < r1 { 2 } else { 1 };
-                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + n) * rb + PREFETCH_AHEAD).min(end)]);
-                let pair = (n == 2).then(|| dot_row2(ty, [&data[r * rb..(r + 1) * rb], &data[(r + 1) * rb..(r + 2) * rb]], x)).flatten();
-                match pair {
-                    Some(v) => {
-                        dst[r - r0..r - r0 + 2].copy_from_slice(&v);
-                        r += 2;
-                    }
-                    None => {
-                        dst[r - r0] = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
-                        r += 1;
-                    }
-                }
+            for (k, d) in dst.iter_mut().enumerate() {
+                let r = r0 + k;
+                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
+                *d = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
             }
         });
     }

@@ -1446,28 +1446,40 @@ mod matvec {
     /// out[r] = dot_row(w.ty, row r of w, x) for every row; rows are split in contiguous chunks
     /// over the pool's threads. Panics when the shapes do not match.
     pub(crate) fn matvec(pool: &Pool, w: &QMatrix, x: &Act, out: &mut [f32]) {
-        w.check();
-        assert_eq!(out.len(), w.rows, "matvec: output of {} for {} rows", out.len(), w.rows);
-        assert_eq!(x.len(), w.cols, "matvec: activation of {} for {} columns", x.len(), w.cols);
-        let rows = w.rows;
-        let chunk = matvec_chunk(rows, pool.threads(), 16);
-        let n_tasks = rows.div_ceil(chunk);
-        let o = MatvecOut(out.as_mut_ptr());
-        let rb = w.row_bytes;
-        let data = w.data;
-        let ty = w.ty;
+        matvec_many(pool, &[w], x, &mut [out]);
+    }
+
+    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) for matrices that read the same activation
+    /// (a layer's q, k and v; gate and up) as one job of the pool: one wait instead of one per
+    /// matrix, the threads' chunks balanced over all of them, each element bitwise what `matvec`
+    /// gives. Panics when the shapes do not match.
+    pub(crate) fn matvec_many(pool: &Pool, ws: &[&QMatrix], x: &Act, outs: &mut [&mut [f32]]) {
+        assert_eq!(ws.len(), outs.len(), "matvec_many: {} matrices for {} outputs", ws.len(), outs.len());
+        // (first task, rows per task, matrix, output) per matrix
+        let mut jobs: Vec<(usize, usize, QMatrix, MatvecOut)> = Vec::with_capacity(ws.len());
+        let mut n_tasks = 0;
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            w.check();
+            assert_eq!(out.len(), w.rows, "matvec: output of {} for {} rows", out.len(), w.rows);
+            assert_eq!(x.len(), w.cols, "matvec: activation of {} for {} columns", x.len(), w.cols);
+            let chunk = matvec_chunk(w.rows, pool.threads(), 16);
+            jobs.push((n_tasks, chunk, **w, MatvecOut(out.as_mut_ptr())));
+            n_tasks += w.rows.div_ceil(chunk);
+        }
+        let jobs = &jobs;
         pool.run(n_tasks, &move |t| {
-            let r0 = t * chunk;
-            let r1 = (r0 + chunk).min(rows);
-            let o = o;
-            // SAFETY: rows r0..r1 belong to task t only; `out` outlives `pool.run`.
+            let &(first, chunk, w, o) = jobs.iter().rev().find(|j| j.0 <= t).expect("task 0 is the first matrix's");
+            let r0 = (t - first) * chunk;
+            let r1 = (r0 + chunk).min(w.rows);
+            // SAFETY: rows r0..r1 of this matrix belong to task t only; `outs` outlive `pool.run`.
             let dst = unsafe { std::slice::from_raw_parts_mut(o.0.add(r0), r1 - r0) };
+            let (rb, data) = (w.row_bytes, w.data);
             let (start, end) = (r0 * rb, r1 * rb);
             prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
             for (k, d) in dst.iter_mut().enumerate() {
                 let r = r0 + k;
                 prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
-                *d = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
+                *d = dot_row(w.ty, &data[r * rb..(r + 1) * rb], x);
             }
         });
     }
@@ -2048,9 +2060,9 @@ mod forward_decoder {
                 // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
                 rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
-                product(pool, &lw.wq.mat(file), &st.acts[..n], &mut st.q[..n * e]);
-                product(pool, &lw.wk.mat(file), &st.acts[..n], &mut st.k[..n * kvd]);
-                product(pool, &lw.wv.mat(file), &st.acts[..n], &mut st.v[..n * kvd]);
+                let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
+                let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * e], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
+                products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
                 if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
                     add_bias_rows(&mut st.q[..n * e], bq);
                     add_bias_rows(&mut st.k[..n * kvd], bk);
@@ -2065,19 +2077,19 @@ mod forward_decoder {
 
                 // x += wo · att
                 prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
-                product(pool, &lw.wo.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
+                products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
 
                 // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
                 rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
                 let f = c.n_ff;
-                product(pool, &lw.w_gate.mat(file), &st.acts[..n], &mut st.gate[..n * f]);
-                product(pool, &lw.w_up.mat(file), &st.acts[..n], &mut st.up[..n * f]);
+                let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
+                products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
                 let up = &st.up[..n * f];
                 par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| g.iter_mut().zip(&up[t * f..]).for_each(|(g, &u)| *g = silu(*g) * u));
                 prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
-                product(pool, &lw.w_down.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
+                products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
             }
 
@@ -2087,7 +2099,7 @@ mod forward_decoder {
                 Some(all) => {
                     rmsnorm_rows(&st.x[..n * e], &w.output_norm, c.rms_eps, &mut st.xb[..n * e]);
                     prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &w.output_acts);
-                    product(pool, &out_mat, &st.acts[..n], all);
+                    products(pool, &[&out_mat], &st.acts[..n], &mut [all]);
                     if last {
                         st.logits.copy_from_slice(&all[(n - 1) * c.n_vocab..]);
                     }
@@ -2115,12 +2127,13 @@ mod forward_decoder {
         par_chunks_mut(pool, acts, 1, &|t, a: &mut [Act]| a[0].set(&x[t * cols..(t + 1) * cols], kinds));
     }
 
-    /// `out[t][r] = w.row(r) · xs[t]`: matvec for one token, matmul for a batch.
-    fn product(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+    /// `outs[i][t][r] = ws[i].row(r) · xs[t]` for matrices that read the same activations: one pool
+    /// job for all of them for one token (matvec_many), matmul per matrix for a batch.
+    fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]]) {
         if xs.len() == 1 {
-            matvec(pool, w, &xs[0], out);
+            matvec_many(pool, ws, &xs[0], outs);
         } else {
-            matmul(pool, w, xs, out);
+            ws.iter().zip(outs.iter_mut()).for_each(|(w, out)| matmul(pool, w, xs, out));
         }
     }
 

@@ -1,6 +1,6 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
 // reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_rows,
-// dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matmul and the act_quant
+// dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matvec_many, matmul and the act_quant
 // helpers.
 //
 // kernel_<t>:         dot_row on pseudo-random rows and activations of several lengths against
@@ -20,7 +20,7 @@
 //                     form) against dot_row of each (row, token) pair (Q4_K: or gate_q4_k_gemm),
 //                     bitwise, over the same lengths; the decoded buffers are reused across
 //                     lengths, as matmul does.
-// matvec:             matvec and matmul against a naive loop of dot_row (for matmul's groups of
+// matvec:             matvec, matvec_many (three matrices as one job) and matmul against a naive loop of dot_row (for matmul's groups of
 //                     four tokens: dot_dec2x4 on the row's pair where the type has a tiled form,
 //                     else dot_row4), for 1, 2 and 3 threads (must be bitwise equal).
 // Each gate prints one line `GATE <id> key=value ...` before asserting.
@@ -504,6 +504,17 @@ fn gate_matvec() {
                     }
                     cases += 1;
                 }
+                // several matrices as one job (q, k, v): each output bitwise its own matvec's
+                let mut outs = vec![vec![f32::NAN; rows]; 3];
+                let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+                matvec_many(pool, &[&w, &w, &w], &xs[4], &mut views);
+                for out in &outs {
+                    for (a, b) in out.iter().zip(&naive[4]) {
+                        max_abs = max_abs.max((*a as f64 - *b as f64).abs());
+                        mismatches += (a.to_bits() != b.to_bits()) as usize;
+                    }
+                }
+                cases += 1;
                 for n_tok in [1usize, 2, 5] {
                     let mut out = vec![f32::NAN; n_tok * rows];
                     matmul(pool, &w, &xs[..n_tok], &mut out);

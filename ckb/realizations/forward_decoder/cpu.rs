@@ -139,9 +139,9 @@ impl Engine {
             // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
             rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
-            product(pool, &lw.wq.mat(file), &st.acts[..n], &mut st.q[..n * e]);
-            product(pool, &lw.wk.mat(file), &st.acts[..n], &mut st.k[..n * kvd]);
-            product(pool, &lw.wv.mat(file), &st.acts[..n], &mut st.v[..n * kvd]);
+            let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
+            let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * e], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
+            products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
             if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
                 add_bias_rows(&mut st.q[..n * e], bq);
                 add_bias_rows(&mut st.k[..n * kvd], bk);
@@ -156,19 +156,19 @@ impl Engine {
 
             // x += wo · att
             prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
-            product(pool, &lw.wo.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
+            products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
             add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
 
             // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
             rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
             let f = c.n_ff;
-            product(pool, &lw.w_gate.mat(file), &st.acts[..n], &mut st.gate[..n * f]);
-            product(pool, &lw.w_up.mat(file), &st.acts[..n], &mut st.up[..n * f]);
+            let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
+            products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
             let up = &st.up[..n * f];
             par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| g.iter_mut().zip(&up[t * f..]).for_each(|(g, &u)| *g = silu(*g) * u));
             prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
-            product(pool, &lw.w_down.mat(file), &st.acts[..n], &mut st.proj[..n * e]);
+            products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
             add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
         }
 
@@ -178,7 +178,7 @@ impl Engine {
             Some(all) => {
                 rmsnorm_rows(&st.x[..n * e], &w.output_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &w.output_acts);
-                product(pool, &out_mat, &st.acts[..n], all);
+                products(pool, &[&out_mat], &st.acts[..n], &mut [all]);
                 if last {
                     st.logits.copy_from_slice(&all[(n - 1) * c.n_vocab..]);
                 }
@@ -206,12 +206,13 @@ fn prepare(pool: &Pool, acts: &mut [Act], x: &[f32], cols: usize, kinds: &[ActKi
     par_chunks_mut(pool, acts, 1, &|t, a: &mut [Act]| a[0].set(&x[t * cols..(t + 1) * cols], kinds));
 }
 
-/// `out[t][r] = w.row(r) · xs[t]`: matvec for one token, matmul for a batch.
-fn product(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+/// `outs[i][t][r] = ws[i].row(r) · xs[t]` for matrices that read the same activations: one pool
+/// job for all of them for one token (matvec_many), matmul per matrix for a batch.
+fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]]) {
     if xs.len() == 1 {
-        matvec(pool, w, &xs[0], out);
+        matvec_many(pool, ws, &xs[0], outs);
     } else {
-        matmul(pool, w, xs, out);
+        ws.iter().zip(outs.iter_mut()).for_each(|(w, out)| matmul(pool, w, xs, out));
     }
 }
 

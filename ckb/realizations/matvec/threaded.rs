@@ -281,28 +281,40 @@ fn matvec_chunk(rows: usize, threads: usize, align: usize) -> usize {
 /// out[r] = dot_row(w.ty, row r of w, x) for every row; rows are split in contiguous chunks
 /// over the pool's threads. Panics when the shapes do not match.
 pub(crate) fn matvec(pool: &Pool, w: &QMatrix, x: &Act, out: &mut [f32]) {
-    w.check();
-    assert_eq!(out.len(), w.rows, "matvec: output of {} for {} rows", out.len(), w.rows);
-    assert_eq!(x.len(), w.cols, "matvec: activation of {} for {} columns", x.len(), w.cols);
-    let rows = w.rows;
-    let chunk = matvec_chunk(rows, pool.threads(), 16);
-    let n_tasks = rows.div_ceil(chunk);
-    let o = MatvecOut(out.as_mut_ptr());
-    let rb = w.row_bytes;
-    let data = w.data;
-    let ty = w.ty;
+    matvec_many(pool, &[w], x, &mut [out]);
+}
+
+/// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) for matrices that read the same activation
+/// (a layer's q, k and v; gate and up) as one job of the pool: one wait instead of one per
+/// matrix, the threads' chunks balanced over all of them, each element bitwise what `matvec`
+/// gives. Panics when the shapes do not match.
+pub(crate) fn matvec_many(pool: &Pool, ws: &[&QMatrix], x: &Act, outs: &mut [&mut [f32]]) {
+    assert_eq!(ws.len(), outs.len(), "matvec_many: {} matrices for {} outputs", ws.len(), outs.len());
+    // (first task, rows per task, matrix, output) per matrix
+    let mut jobs: Vec<(usize, usize, QMatrix, MatvecOut)> = Vec::with_capacity(ws.len());
+    let mut n_tasks = 0;
+    for (w, out) in ws.iter().zip(outs.iter_mut()) {
+        w.check();
+        assert_eq!(out.len(), w.rows, "matvec: output of {} for {} rows", out.len(), w.rows);
+        assert_eq!(x.len(), w.cols, "matvec: activation of {} for {} columns", x.len(), w.cols);
+        let chunk = matvec_chunk(w.rows, pool.threads(), 16);
+        jobs.push((n_tasks, chunk, **w, MatvecOut(out.as_mut_ptr())));
+        n_tasks += w.rows.div_ceil(chunk);
+    }
+    let jobs = &jobs;
     pool.run(n_tasks, &move |t| {
-        let r0 = t * chunk;
-        let r1 = (r0 + chunk).min(rows);
-        let o = o;
-        // SAFETY: rows r0..r1 belong to task t only; `out` outlives `pool.run`.
+        let &(first, chunk, w, o) = jobs.iter().rev().find(|j| j.0 <= t).expect("task 0 is the first matrix's");
+        let r0 = (t - first) * chunk;
+        let r1 = (r0 + chunk).min(w.rows);
+        // SAFETY: rows r0..r1 of this matrix belong to task t only; `outs` outlive `pool.run`.
         let dst = unsafe { std::slice::from_raw_parts_mut(o.0.add(r0), r1 - r0) };
+        let (rb, data) = (w.row_bytes, w.data);
         let (start, end) = (r0 * rb, r1 * rb);
         prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
         for (k, d) in dst.iter_mut().enumerate() {
             let r = r0 + k;
             prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
-            *d = dot_row(ty, &data[r * rb..(r + 1) * rb], x);
+            *d = dot_row(w.ty, &data[r * rb..(r + 1) * rb], x);
         }
     });
 }

@@ -52,6 +52,18 @@ def batch_flips(model, toks, ids):
     return [i for i, t in enumerate(ids) if int(np.argmax(rows[len(toks) - 1 + i])) != t]
 
 
+def host_cpu():
+    """The cpu model and its widest SIMD (the anchor is built with -march=native)."""
+    try:
+        info = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return "unknown cpu"
+    model = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "unknown cpu")
+    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{model}, {isa}"
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -63,6 +75,8 @@ def main():
         with open(path, "w", encoding="utf-8") as f:
             f.write("# llama.cpp greedy ids (scripts/anchor/llama-greedy.sh, llama.cpp "
                     f"{llama_cpp.__version__} bindings / vendored llama.cpp), model {model.split('/')[-1]},\n")
+            f.write(f"# recorded on: {host_cpu()} (llama.cpp's float sums follow the ISA it was built for:\n")
+            f.write("# an AVX-512 build and an AVX2 build of the same llama.cpp pick differently at near ties)\n")
             f.write(f"# {n} tokens max, no BOS, no chat template, argmax each step, stop after an EOG token\n")
             f.write("# (included). Format: '#' lines are comments; per case a JSON string line (the raw\n")
             f.write("# prompt) then the generated ids, comma-separated; '# prompt ids:' comments hold\n")

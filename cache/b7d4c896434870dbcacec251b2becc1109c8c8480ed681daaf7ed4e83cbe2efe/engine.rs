@@ -17,21 +17,22 @@
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
 //    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2)
-//    5. F32 blocks and dot kernel (dot_f32/blocks+avx2)
-//    6. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2_dot4+avx2)
-//    7. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2_tile+avx2)
-//    8. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_dot4+avx2)
-//    9. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
-//   10. Kernel dispatch over the compiled tensor types (generated)
-//   11. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
-//   12. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
-//   13. Run state and KV cache (state_kv/f16)
-//   14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
-//   15. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
-//   16. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
-//   17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
-//   18. Generation and streaming (generate/stream)
-//   19. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/backend)
+//    5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+avx2)
+//    6. F32 blocks and dot kernel (dot_f32/blocks+avx2)
+//    7. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2_dot4+avx2)
+//    8. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2_tile+avx2)
+//    9. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_dot4+avx2)
+//   10. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
+//   11. Kernel dispatch over the compiled tensor types (generated)
+//   12. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
+//   13. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
+//   14. Run state and KV cache (state_kv/f16)
+//   15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
+//   16. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
+//   17. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
+//   18. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
+//   19. Generation and streaming (generate/stream)
+//   20. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/backend)
 
 // ==== 1. Constants and configuration — generated from the plan ====
 mod header {
@@ -977,7 +978,132 @@ mod simd_avx2 {
 }
 pub use simd_avx2::*;
 
-// ==== 5. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
+// ==== 5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v1, realization vec_ops/lane+avx2 (ckb) ====
+mod vec_ops {
+    use super::*;
+
+    /// ggml's vectorized expf (ggml_v_expf, which llama.cpp's softmax and silu use instead of libm's)
+    /// on one lane: the same operations (fma where it has fma), so the same bits.
+    #[inline(always)]
+    pub(crate) fn ggml_expf(x: f32) -> f32 {
+        let f = f32::from_bits;
+        let r = f(0x4b40_0000); // 0x1.8p23
+        let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
+        let n = z - r;
+        let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
+        let e = z.to_bits() << 23;
+        let k = f(e.wrapping_add(1f32.to_bits()));
+        let u = b * b;
+        let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
+        let j = p.mul_add(u, f(0x3f7f_fff6) * b);
+        if !(n.abs() > 126.0) {
+            return j.mul_add(k, k);
+        }
+        let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
+        let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
+        if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
+    }
+
+    /// `gate = silu(gate) * up` as ggml_vec_swiglu_f32: x / (1 + expf(0 - x)), ggml's expf on the
+    /// groups of 8, libm's on the tail.
+    #[inline(always)]
+    fn swiglu_lanes(gate: &mut [f32], up: &[f32]) {
+        let whole = gate.len() / 8 * 8;
+        for (i, (g, &u)) in gate.iter_mut().zip(up).enumerate() {
+            *g = *g / (1.0 + if i < whole { ggml_expf(0.0 - *g) } else { (-*g).exp() }) * u;
+        }
+    }
+
+    /// `s = expf(s - max)` (s.len() a multiple of 8) and their sum as ggml_vec_soft_max_f32 forms
+    /// it: each group of 8 folded ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) in f32, added in f64.
+    #[inline(always)]
+    pub(crate) fn softmax_exp(s: &mut [f32], max: f32) -> f64 {
+        assert!(s.len() % 8 == 0, "softmax_exp takes whole groups of 8 (pad with -inf)");
+        let mut sum = 0.0f64;
+        for g in s.chunks_exact_mut(8) {
+            g.iter_mut().for_each(|v| *v = ggml_expf(*v - max));
+            sum += (((g[0] + g[4]) + (g[2] + g[6])) + ((g[1] + g[5]) + (g[3] + g[7]))) as f64;
+        }
+        sum
+    }
+
+    /// One head's attention in llama.cpp's order (no flash attention): softmax(q · K[..end] /
+    /// sqrt(hd)) · V with q and the probabilities rounded to f16, the dots summed in `L` lanes as its
+    /// f16 matmuls sum them: one token as ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes).
+    /// `kvs` = (K, V, row stride, the kv head's offset).
+    #[inline(always)]
+    fn head<const L: usize>(q: &[f32], end: usize, (kf, vf, kvd, off): (&[f32], &[f32], usize, usize), out: &mut [f32]) {
+        let (hd, scale) = (q.len(), 1.0 / (q.len() as f32).sqrt());
+        let q: Vec<f32> = q.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
+        let mut p = vec![f32::NEG_INFINITY; end.div_ceil(32) * 32]; // llama.cpp's masked positions
+        p[..end].iter_mut().enumerate().for_each(|(i, s)| *s = dot::<L>(&q, &kf[i * kvd + off..][..hd]) * scale);
+        let max = p[..end].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let inv = (1.0 / softmax_exp(&mut p, max)) as f32;
+        let mut acc = vec![0.0f32; L * hd]; // acc[i % L][d] += p[i] * v[i][d]
+        for (i, &w) in p[..end].iter().enumerate() {
+            let w = rt::half::f16::from_f32(w * inv).to_f32();
+            acc[i % L * hd..][..hd].iter_mut().zip(&vf[i * kvd + off..][..hd]).for_each(|(a, &v)| *a += w * v);
+        }
+        out.copy_from_slice(fold::<L>(&mut acc, hd));
+    }
+
+    /// a · b in `L` lanes (element i in lane i % L), folded by `fold`. Every product is of two f16
+    /// values, exact in f32, so llama.cpp's fmas give the same sums.
+    #[inline(always)]
+    fn dot<const L: usize>(a: &[f32], b: &[f32]) -> f32 {
+        let mut acc = [0.0f32; L];
+        let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
+        ca.remainder().iter().zip(cb.remainder()).enumerate().for_each(|(l, (x, y))| acc[l] += x * y);
+        ca.zip(cb).for_each(|(x, y)| (0..L).for_each(|l| acc[l] += x[l] * y[l]));
+        fold::<L>(&mut acc, 1)[0]
+    }
+
+    /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
+    /// and returns it. 8 lanes (tinyBLAS's hsum): ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+    /// 32 lanes (ggml_vec_dot_f16's four registers x0..x3): s = (x0 + x2) + (x1 + x3) per lane,
+    /// t = s[0..4] + s[4..8], then two horizontal adds: (t0 + t1) + (t2 + t3).
+    #[inline(always)]
+    fn fold<const L: usize>(acc: &mut [f32], hd: usize) -> &[f32] {
+        let mut add = |a: usize, b: usize| {
+            let (x, y) = acc.split_at_mut(b * hd); // row a += row b
+            x[a * hd..][..hd].iter_mut().zip(&y[..hd]).for_each(|(p, &q)| *p += q);
+        };
+        if L == 32 {
+            (0..8).flat_map(|l| [(l, 16 + l), (8 + l, 24 + l), (l, 8 + l)]).for_each(|(a, b)| add(a, b));
+        }
+        (0..4).for_each(|l| add(l, l + 4));
+        let last = if L == 32 { [(0, 1), (2, 3), (0, 2)] } else { [(0, 2), (1, 3), (0, 1)] };
+        last.iter().for_each(|&(a, b)| add(a, b));
+        &acc[..hd]
+    }
+
+    // The lane code compiled with AVX2 and FMA: vectorized 8-wide, the fmas instructions.
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
+        swiglu_lanes(gate, up)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn attend_avx2(q: &[f32], kv: (&[f32], &[f32], usize, usize), end: usize, one: bool, out: &mut [f32]) {
+        if one { head::<32>(q, end, kv, out) } else { head::<8>(q, end, kv, out) }
+    }
+
+    /// `gate = silu(gate) * up`, bitwise ggml_vec_swiglu_f32 (swiglu_lanes).
+    pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
+        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+        unsafe { swiglu_avx2(gate, up) }
+    }
+
+    /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = (K, V, row stride, offset).
+    pub(crate) fn attend(q: &[f32], kv: (&[f32], &[f32], usize, usize), end: usize, one: bool, out: &mut [f32]) {
+        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+        unsafe { attend_avx2(q, kv, end, one, out) }
+    }
+}
+pub use vec_ops::*;
+
+// ==== 6. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
 mod dot_f32 {
     use super::*;
 
@@ -1044,7 +1170,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 6. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+avx2_dot4+avx2 (ckb) ====
+// ==== 7. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+avx2_dot4+avx2 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1301,7 +1427,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 8. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1503,7 +1629,7 @@ mod dot_q5_0 {
 }
 pub use dot_q5_0::*;
 
-// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2_dot4+avx2 (ckb) ====
+// ==== 9. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2_dot4+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1677,7 +1803,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+avx2 (ckb) ====
+// ==== 10. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+avx2 (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -1814,7 +1940,7 @@ mod dot_q8_0 {
 }
 pub use dot_q8_0::*;
 
-// ==== 10. Kernel dispatch over the compiled tensor types — generated from the plan ====
+// ==== 11. Kernel dispatch over the compiled tensor types — generated from the plan ====
 mod dispatch {
     use super::*;
 
@@ -1902,7 +2028,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
+// ==== 12. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -2325,7 +2451,7 @@ mod matvec {
 }
 pub use matvec::*;
 
-// ==== 12. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
+// ==== 13. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
 mod weights_decoder {
     use super::*;
 
@@ -2575,20 +2701,22 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 13. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
+// ==== 14. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
 mod state_kv {
     use super::*;
 
     /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
     pub(crate) const BATCH: usize = 64;
 
-    /// The key/value cache: one f16 row of `kv_dim` per layer and position, as llama.cpp's
-    /// default cache type, so attention sees the same rounded keys and values.
+    /// The key/value cache: one row of `kv_dim` per layer and position, rounded to f16 as
+    /// llama.cpp's default cache type rounds it (so attention sees the same keys and values), held
+    /// widened as f32 so attention reads it without converting: twice the bytes of an f16 cache,
+    /// allocated zeroed (calloc), so the pages are touched only as positions fill.
     pub(crate) struct KvCache {
         pub(crate) max_seq: usize,
         pub(crate) kv_dim: usize,
-        pub(crate) k: Vec<rt::half::f16>, // [n_layer][max_seq][kv_dim]
-        pub(crate) v: Vec<rt::half::f16>, // [n_layer][max_seq][kv_dim]
+        pub(crate) k: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
+        pub(crate) v: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
     }
 
     impl KvCache {
@@ -2597,8 +2725,8 @@ mod state_kv {
             KvCache {
                 max_seq,
                 kv_dim: cfg.kv_dim,
-                k: vec![rt::half::f16::ZERO; n],
-                v: vec![rt::half::f16::ZERO; n],
+                k: vec![0.0; n],
+                v: vec![0.0; n],
             }
         }
 
@@ -2611,12 +2739,9 @@ mod state_kv {
         /// Stores the keys and values of `n` consecutive positions starting at `pos`.
         pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
             let i = self.at(layer, pos);
-            for (dst, &src) in self.k[i..i + k.len()].iter_mut().zip(k) {
-                *dst = rt::half::f16::from_f32(src);
-            }
-            for (dst, &src) in self.v[i..i + v.len()].iter_mut().zip(v) {
-                *dst = rt::half::f16::from_f32(src);
-            }
+            let f16 = |x: f32| rt::half::f16::from_f32(x).to_f32();
+            self.k[i..i + k.len()].iter_mut().zip(k).for_each(|(dst, &src)| *dst = f16(src));
+            self.v[i..i + v.len()].iter_mut().zip(v).for_each(|(dst, &src)| *dst = f16(src));
         }
     }
 
@@ -2633,7 +2758,6 @@ mod state_kv {
         pub(crate) up: Vec<f32>,     // [BATCH][n_ff] up projection
         pub(crate) acts: Vec<Act>,   // [BATCH] prepared activations of the current input
         pub(crate) logits: Vec<f32>, // [n_vocab] logits of the last token
-        pub(crate) kvf: Vec<f32>,    // [2][pos + n][kv_dim] one layer's K then V widened (attention)
     }
 
     impl RunState {
@@ -2651,14 +2775,13 @@ mod state_kv {
                 up: vec![0.0; b * cfg.n_ff],
                 acts: (0..b).map(|_| Act::new(&[], &[])).collect(),
                 logits: vec![0.0; cfg.n_vocab],
-                kvf: Vec::new(),
             }
         }
     }
 }
 pub use state_kv::*;
 
-// ==== 14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 
@@ -2761,10 +2884,7 @@ mod forward_decoder {
                 return Err(rt::Error::Params("forward needs at least one token".into()));
             }
             if pos > self.history.len() {
-                return Err(rt::Error::Params(format!(
-                    "position {pos} is past the {} cached tokens",
-                    self.history.len()
-                )));
+                return Err(rt::Error::Params(format!("position {pos} is past the {} cached tokens", self.history.len())));
             }
             if pos + tokens.len() > self.kv.max_seq {
                 return Err(rt::Error::ContextFull { needed: pos + tokens.len(), limit: self.kv.max_seq });
@@ -2807,16 +2927,16 @@ mod forward_decoder {
                 let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * e], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
                 products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
                 if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
-                    add_bias_rows(&mut st.q[..n * e], bq);
-                    add_bias_rows(&mut st.k[..n * kvd], bk);
-                    add_bias_rows(&mut st.v[..n * kvd], bv);
+                    add_rows(&mut st.q[..n * e], bq);
+                    add_rows(&mut st.k[..n * kvd], bk);
+                    add_rows(&mut st.v[..n * kvd], bv);
                 }
                 for t in 0..n {
                     rope(&mut st.q[t * e..(t + 1) * e], hd, pos + t, c.rope_theta);
                     rope(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
                 }
                 self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
-                attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e], &mut st.kvf);
+                attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
 
                 // x += wo · att
                 prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
@@ -2830,7 +2950,7 @@ mod forward_decoder {
                 let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
                 products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
                 let up = &st.up[..n * f];
-                par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| g.iter_mut().zip(&up[t * f..]).for_each(|(g, &u)| *g = silu(*g) * u));
+                par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| swiglu(g, &up[t * f..(t + 1) * f]));
                 prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
                 products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
@@ -2886,29 +3006,13 @@ mod forward_decoder {
         for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
             let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
             let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
-            for ((o, &v), &g) in or.iter_mut().zip(xr).zip(weight) {
-                *o = v * scale * g;
-            }
+            or.iter_mut().zip(xr).zip(weight).for_each(|((o, &v), &g)| *o = v * scale * g);
         }
     }
 
-    fn add_bias_rows(x: &mut [f32], bias: &[f32]) {
-        for row in x.chunks_exact_mut(bias.len()) {
-            for (v, &b) in row.iter_mut().zip(bias) {
-                *v += b;
-            }
-        }
-    }
-
+    /// `x += y`, y repeated over x's rows when it is one row (a bias).
     fn add_rows(x: &mut [f32], y: &[f32]) {
-        for (a, &b) in x.iter_mut().zip(y) {
-            *a += b;
-        }
-    }
-
-    #[inline]
-    fn silu(x: f32) -> f32 {
-        x / (1.0 + (-x).exp())
+        x.iter_mut().zip(y.iter().cycle()).for_each(|(a, &b)| *a += b);
     }
 
     /// Rope on every head of `x` (`[n_heads][head_dim]`): rotates pair i by
@@ -2923,73 +3027,28 @@ mod forward_decoder {
                 let (sin, cos) = theta.sin_cos();
                 let (ia, ib) = if ROPE_NEOX { (i, i + half) } else { (2 * i, 2 * i + 1) };
                 let (a, b) = (head[ia], head[ib]);
-                head[ia] = a * cos - b * sin;
-                head[ib] = a * sin + b * cos;
+                // gcc contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into these fmas
+                head[ia] = a.mul_add(cos, -(b * sin));
+                head[ib] = a.mul_add(sin, b * cos);
                 theta *= theta_scale;
             }
         }
     }
 
     /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
-    /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
-    /// The layer's K and V rows up to pos + n are widened from f16 once per call into `kvf` (one
-    /// contiguous run each, F16C when the CPU has it); q·k sums in eight lanes folded pairwise, like ggml's f16 dot.
-    #[allow(clippy::too_many_arguments)]
-    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32], kvf: &mut Vec<f32>) {
-        use rt::half::slice::HalfFloatSliceExt;
-        let (hd, kvd) = (c.head_dim, kv.kv_dim);
-        let group = c.n_head / c.n_head_kv;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let run = kv.at(layer, 0)..kv.at(layer, pos + att.len() / c.n_embd);
-        kvf.resize(2 * run.len(), 0.0); // reused from call to call: [pos + n][kv_dim] K, then V
-        let (kf, vf) = kvf.split_at_mut(run.len());
-        kv.k[run.clone()].convert_to_f32_slice(kf);
-        kv.v[run].convert_to_f32_slice(vf);
-        let (kf, vf) = (&*kf, &*vf);
+    /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`, in
+    /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
+    /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
+    /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
+    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+        let (hd, n) = (c.head_dim, att.len() / c.n_embd);
+        let run = kv.at(layer, 0)..kv.at(layer, pos + n);
+        let (kf, vf) = (&kv.k[run.clone()], &kv.v[run]);
         par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
             let (t, h) = (task / c.n_head, task % c.n_head);
-            let kvh = h / group;
-            let qh = &q[t * c.n_embd + h * hd..t * c.n_embd + (h + 1) * hd];
-            // the query rounded to f16, as llama.cpp's f16 K·Q
-            let qh: Vec<f32> = qh.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
-            let end = pos + t + 1;
-            let mut scores = Vec::with_capacity(end);
-            let mut max = f32::NEG_INFINITY;
-            for p in 0..end {
-                let s = dot_lanes(&qh, &kf[p * kvd + kvh * hd..][..hd]) * scale;
-                max = max.max(s);
-                scores.push(s);
-            }
-            // softmax as ggml's soft_max (sum in f64); the probabilities are rounded to f16 before
-            // they meet the f16 values, as llama.cpp's V · KQ product does
-            let mut sum = 0.0f64;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s as f64;
-            }
-            let inv = (1.0 / sum) as f32;
-            out.fill(0.0);
-            for (p, &s) in scores.iter().enumerate() {
-                let wgt = rt::half::f16::from_f32(s * inv).to_f32();
-                for (o, v) in out.iter_mut().zip(&vf[p * kvd + kvh * hd..][..hd]) {
-                    *o += wgt * v;
-                }
-            }
+            let kvs = (kf, vf, kv.kv_dim, h / (c.n_head / c.n_head_kv) * hd);
+            attend(&q[t * c.n_embd + h * hd..][..hd], kvs, pos + t + 1, n == 1, out);
         });
-    }
-
-    /// a · b in eight lanes, the lanes folded pairwise at the end (vectorizes; a fixed order).
-    fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-        let mut acc = [0.0f32; 8];
-        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-        let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-        for (x, y) in ca.zip(cb) {
-            for l in 0..8 {
-                acc[l] += x[l] * y[l];
-            }
-        }
-        let q = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
-        (q[0] + q[2]) + (q[1] + q[3]) + tail
     }
 
     /// Runs `f(i, chunk_i)` over the `chunk`-sized pieces of `out` on the pool. Each piece is
@@ -3004,7 +3063,7 @@ mod forward_decoder {
 }
 pub use forward_decoder::*;
 
-// ==== 15. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/gpt2 (ckb) ====
+// ==== 16. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/gpt2 (ckb) ====
 mod tokenizer_bpe {
     use super::*;
 
@@ -3388,7 +3447,7 @@ mod tokenizer_bpe {
 }
 pub use tokenizer_bpe::*;
 
-// ==== 16. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
+// ==== 17. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -3509,7 +3568,7 @@ mod chat_template {
 }
 pub use chat_template::*;
 
-// ==== 17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
+// ==== 18. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
 mod sampler {
     use super::*;
 
@@ -3685,7 +3744,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 18. Generation and streaming — contract generate v1, realization generate/stream (ckb) ====
+// ==== 19. Generation and streaming — contract generate v1, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -3854,7 +3913,7 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 19. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v1, realization server_openai/backend (ckb) ====
+// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v1, realization server_openai/backend (ckb) ====
 mod server_openai {
     use super::*;
 

@@ -1,7 +1,7 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
 // reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_rows,
-// dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matvec_many, matmul and the act_quant
-// helpers.
+// dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matvec_many, matmul, the act_quant
+// helpers and vec_ops.
 //
 // kernel_<t>:         dot_row on pseudo-random rows and activations of several lengths against
 //                     an f64 dot of dequant_row(row) with the activation the kernel effectively
@@ -23,6 +23,10 @@
 // matvec:             matvec, matvec_many (three matrices as one job) and matmul against a naive loop of dot_row (for matmul's groups of
 //                     four tokens: dot_dec2x4 on the row's pair where the type has a tiled form,
 //                     else dot_row4), for 1, 2 and 3 threads (must be bitwise equal).
+// vec_ops:            ggml_expf, swiglu and softmax_exp (vec_ops): ggml_expf within 2e-7
+//                     (relative) of f64 exp over [-87, 88]; on committed vectors recorded from
+//                     ggml's own ggml_v_expf / ggml_v_silu (scripts/anchor/ggml-expf-vectors.sh),
+//                     expf and swiglu bitwise; softmax_exp's values and sum in ggml's order.
 // Each gate prints one line `GATE <id> key=value ...` before asserting.
 
 struct GateRng(u64);
@@ -550,4 +554,62 @@ fn gate_matvec() {
     println!("GATE matvec max_abs_err={max_abs:e} mismatches={mismatches} dot4_off={dot4_off} cases={cases}");
     assert_eq!(mismatches, 0, "matvec/matmul differ from the naive loop of dot_row / dot_dec2x4 / dot_row4");
     assert_eq!(dot4_off, 0, "the four-token kernels differ from dot_row by more than 1e-5 of the output's scale");
+}
+
+#[test]
+fn gate_vec_ops() {
+    let mut failures = Vec::new();
+    // independent of any vectors: the approximation is within 2e-7 of exp where exp is normal
+    let mut max_rel = 0.0f64;
+    for i in -87_000..88_000 {
+        let x = i as f32 / 1000.0;
+        let (got, want) = (ggml_expf(x) as f64, (x as f64).exp());
+        max_rel = max_rel.max(((got - want) / want).abs());
+    }
+    if !(max_rel < 2e-7) {
+        failures.push(format!("ggml_expf is {max_rel:e} (relative) from exp"));
+    }
+    // softmax_exp: the values are ggml_expf's, the sum ggml's fold of each group of 8 in f64
+    let s0: Vec<f32> = (0..16).map(|i| if i < 13 { (i as f32 * 0.7).sin() * 5.0 } else { f32::NEG_INFINITY }).collect();
+    let max = s0.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let mut s = s0.clone();
+    let sum = softmax_exp(&mut s, max);
+    let e: Vec<f32> = s0.iter().map(|&v| ggml_expf(v - max)).collect();
+    let fold = |g: &[f32]| (((g[0] + g[4]) + (g[2] + g[6])) + ((g[1] + g[5]) + (g[3] + g[7]))) as f64;
+    let want = fold(&e[..8]) + fold(&e[8..]);
+    if s.iter().zip(&e).any(|(a, b)| a.to_bits() != b.to_bits()) || sum.to_bits() != want.to_bits() || s[13..] != [0.0; 3] {
+        failures.push(format!("softmax_exp: {s:?} sum {sum}, want {e:?} sum {want}"));
+    }
+    let mut cases = 0usize;
+    let mut mismatches = 0usize;
+    match std::env::var_os("METAINFER_GATE_DATA").map(|d| std::path::PathBuf::from(d).join("vectors/ggml_expf.txt")) {
+        None => println!("GATE vec_ops_vectors skipped reason=METAINFER_GATE_DATA_not_set"),
+        Some(path) => match std::fs::read_to_string(&path) {
+            Err(e) => failures.push(format!("{}: {e}", path.display())),
+            Ok(text) => {
+                for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+                    let b: Vec<u32> = line.split_whitespace().filter_map(|h| u32::from_str_radix(h, 16).ok()).collect();
+                    let [x, e, si] = b[..] else {
+                        failures.push(format!("{}: bad line {line:?}", path.display()));
+                        break;
+                    };
+                    let x = f32::from_bits(x);
+                    let mut g = [x; 8];
+                    swiglu(&mut g, &[1.0; 8]);
+                    cases += 1;
+                    if ggml_expf(x).to_bits() != e || g[0].to_bits() != si {
+                        mismatches += 1;
+                        if mismatches <= 5 {
+                            failures.push(format!("x = {x:e}: expf {:e} silu {:e}, ggml {:e} {:e}", ggml_expf(x), g[0], f32::from_bits(e), f32::from_bits(si)));
+                        }
+                    }
+                }
+                if cases == 0 {
+                    failures.push(format!("{}: no cases", path.display()));
+                }
+            }
+        },
+    }
+    println!("GATE vec_ops exp_max_rel_err={max_rel:e} vector_cases={cases} vector_mismatches={mismatches}");
+    assert!(failures.is_empty(), "vec_ops gate failed:\n{}", failures.join("\n"));
 }

@@ -97,10 +97,7 @@ impl Engine {
             return Err(rt::Error::Params("forward needs at least one token".into()));
         }
         if pos > self.history.len() {
-            return Err(rt::Error::Params(format!(
-                "position {pos} is past the {} cached tokens",
-                self.history.len()
-            )));
+            return Err(rt::Error::Params(format!("position {pos} is past the {} cached tokens", self.history.len())));
         }
         if pos + tokens.len() > self.kv.max_seq {
             return Err(rt::Error::ContextFull { needed: pos + tokens.len(), limit: self.kv.max_seq });
@@ -143,16 +140,16 @@ impl Engine {
             let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * e], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
             products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
             if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
-                add_bias_rows(&mut st.q[..n * e], bq);
-                add_bias_rows(&mut st.k[..n * kvd], bk);
-                add_bias_rows(&mut st.v[..n * kvd], bv);
+                add_rows(&mut st.q[..n * e], bq);
+                add_rows(&mut st.k[..n * kvd], bk);
+                add_rows(&mut st.v[..n * kvd], bv);
             }
             for t in 0..n {
                 rope(&mut st.q[t * e..(t + 1) * e], hd, pos + t, c.rope_theta);
                 rope(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
             }
             self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
-            attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e], &mut st.kvf);
+            attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
 
             // x += wo · att
             prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
@@ -166,7 +163,7 @@ impl Engine {
             let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
             products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
             let up = &st.up[..n * f];
-            par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| g.iter_mut().zip(&up[t * f..]).for_each(|(g, &u)| *g = silu(*g) * u));
+            par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| swiglu(g, &up[t * f..(t + 1) * f]));
             prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
             products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
             add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
@@ -222,29 +219,13 @@ fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
         let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
-        for ((o, &v), &g) in or.iter_mut().zip(xr).zip(weight) {
-            *o = v * scale * g;
-        }
+        or.iter_mut().zip(xr).zip(weight).for_each(|((o, &v), &g)| *o = v * scale * g);
     }
 }
 
-fn add_bias_rows(x: &mut [f32], bias: &[f32]) {
-    for row in x.chunks_exact_mut(bias.len()) {
-        for (v, &b) in row.iter_mut().zip(bias) {
-            *v += b;
-        }
-    }
-}
-
+/// `x += y`, y repeated over x's rows when it is one row (a bias).
 fn add_rows(x: &mut [f32], y: &[f32]) {
-    for (a, &b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
-}
-
-#[inline]
-fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x.iter_mut().zip(y.iter().cycle()).for_each(|(a, &b)| *a += b);
 }
 
 /// Rope on every head of `x` (`[n_heads][head_dim]`): rotates pair i by
@@ -259,73 +240,28 @@ fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
             let (sin, cos) = theta.sin_cos();
             let (ia, ib) = if ROPE_NEOX { (i, i + half) } else { (2 * i, 2 * i + 1) };
             let (a, b) = (head[ia], head[ib]);
-            head[ia] = a * cos - b * sin;
-            head[ib] = a * sin + b * cos;
+            // gcc contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into these fmas
+            head[ia] = a.mul_add(cos, -(b * sin));
+            head[ib] = a.mul_add(sin, b * cos);
             theta *= theta_scale;
         }
     }
 }
 
 /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
-/// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`.
-/// The layer's K and V rows up to pos + n are widened from f16 once per call into `kvf` (one
-/// contiguous run each, F16C when the CPU has it); q·k sums in eight lanes folded pairwise, like ggml's f16 dot.
-#[allow(clippy::too_many_arguments)]
-fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32], kvf: &mut Vec<f32>) {
-    use rt::half::slice::HalfFloatSliceExt;
-    let (hd, kvd) = (c.head_dim, kv.kv_dim);
-    let group = c.n_head / c.n_head_kv;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let run = kv.at(layer, 0)..kv.at(layer, pos + att.len() / c.n_embd);
-    kvf.resize(2 * run.len(), 0.0); // reused from call to call: [pos + n][kv_dim] K, then V
-    let (kf, vf) = kvf.split_at_mut(run.len());
-    kv.k[run.clone()].convert_to_f32_slice(kf);
-    kv.v[run].convert_to_f32_slice(vf);
-    let (kf, vf) = (&*kf, &*vf);
+/// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`, in
+/// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
+/// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
+/// sums as tinyBLAS, one token as ggml_vec_dot_f16).
+fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+    let (hd, n) = (c.head_dim, att.len() / c.n_embd);
+    let run = kv.at(layer, 0)..kv.at(layer, pos + n);
+    let (kf, vf) = (&kv.k[run.clone()], &kv.v[run]);
     par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
         let (t, h) = (task / c.n_head, task % c.n_head);
-        let kvh = h / group;
-        let qh = &q[t * c.n_embd + h * hd..t * c.n_embd + (h + 1) * hd];
-        // the query rounded to f16, as llama.cpp's f16 K·Q
-        let qh: Vec<f32> = qh.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
-        let end = pos + t + 1;
-        let mut scores = Vec::with_capacity(end);
-        let mut max = f32::NEG_INFINITY;
-        for p in 0..end {
-            let s = dot_lanes(&qh, &kf[p * kvd + kvh * hd..][..hd]) * scale;
-            max = max.max(s);
-            scores.push(s);
-        }
-        // softmax as ggml's soft_max (sum in f64); the probabilities are rounded to f16 before
-        // they meet the f16 values, as llama.cpp's V · KQ product does
-        let mut sum = 0.0f64;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s as f64;
-        }
-        let inv = (1.0 / sum) as f32;
-        out.fill(0.0);
-        for (p, &s) in scores.iter().enumerate() {
-            let wgt = rt::half::f16::from_f32(s * inv).to_f32();
-            for (o, v) in out.iter_mut().zip(&vf[p * kvd + kvh * hd..][..hd]) {
-                *o += wgt * v;
-            }
-        }
+        let kvs = (kf, vf, kv.kv_dim, h / (c.n_head / c.n_head_kv) * hd);
+        attend(&q[t * c.n_embd + h * hd..][..hd], kvs, pos + t + 1, n == 1, out);
     });
-}
-
-/// a · b in eight lanes, the lanes folded pairwise at the end (vectorizes; a fixed order).
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let q = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
-    (q[0] + q[2]) + (q[1] + q[3]) + tail
 }
 
 /// Runs `f(i, chunk_i)` over the `chunk`-sized pieces of `out` on the pool. Each piece is

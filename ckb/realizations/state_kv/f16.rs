@@ -1,13 +1,15 @@
 /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
 pub(crate) const BATCH: usize = 64;
 
-/// The key/value cache: one f16 row of `kv_dim` per layer and position, as llama.cpp's
-/// default cache type, so attention sees the same rounded keys and values.
+/// The key/value cache: one row of `kv_dim` per layer and position, rounded to f16 as
+/// llama.cpp's default cache type rounds it (so attention sees the same keys and values), held
+/// widened as f32 so attention reads it without converting: twice the bytes of an f16 cache,
+/// allocated zeroed (calloc), so the pages are touched only as positions fill.
 pub(crate) struct KvCache {
     pub(crate) max_seq: usize,
     pub(crate) kv_dim: usize,
-    pub(crate) k: Vec<rt::half::f16>, // [n_layer][max_seq][kv_dim]
-    pub(crate) v: Vec<rt::half::f16>, // [n_layer][max_seq][kv_dim]
+    pub(crate) k: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
+    pub(crate) v: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
 }
 
 impl KvCache {
@@ -16,8 +18,8 @@ impl KvCache {
         KvCache {
             max_seq,
             kv_dim: cfg.kv_dim,
-            k: vec![rt::half::f16::ZERO; n],
-            v: vec![rt::half::f16::ZERO; n],
+            k: vec![0.0; n],
+            v: vec![0.0; n],
         }
     }
 
@@ -30,12 +32,9 @@ impl KvCache {
     /// Stores the keys and values of `n` consecutive positions starting at `pos`.
     pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let i = self.at(layer, pos);
-        for (dst, &src) in self.k[i..i + k.len()].iter_mut().zip(k) {
-            *dst = rt::half::f16::from_f32(src);
-        }
-        for (dst, &src) in self.v[i..i + v.len()].iter_mut().zip(v) {
-            *dst = rt::half::f16::from_f32(src);
-        }
+        let f16 = |x: f32| rt::half::f16::from_f32(x).to_f32();
+        self.k[i..i + k.len()].iter_mut().zip(k).for_each(|(dst, &src)| *dst = f16(src));
+        self.v[i..i + v.len()].iter_mut().zip(v).for_each(|(dst, &src)| *dst = f16(src));
     }
 }
 
@@ -52,7 +51,6 @@ pub(crate) struct RunState {
     pub(crate) up: Vec<f32>,     // [BATCH][n_ff] up projection
     pub(crate) acts: Vec<Act>,   // [BATCH] prepared activations of the current input
     pub(crate) logits: Vec<f32>, // [n_vocab] logits of the last token
-    pub(crate) kvf: Vec<f32>,    // [2][pos + n][kv_dim] one layer's K then V widened (attention)
 }
 
 impl RunState {
@@ -70,7 +68,6 @@ impl RunState {
             up: vec![0.0; b * cfg.n_ff],
             acts: (0..b).map(|_| Act::new(&[], &[])).collect(),
             logits: vec![0.0; cfg.n_vocab],
-            kvf: Vec::new(),
         }
     }
 }

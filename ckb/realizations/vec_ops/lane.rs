@@ -1,0 +1,94 @@
+/// ggml's vectorized expf (ggml_v_expf, which llama.cpp's softmax and silu use instead of libm's)
+/// on one lane: the same operations (fma where it has fma), so the same bits.
+#[inline(always)]
+pub(crate) fn ggml_expf(x: f32) -> f32 {
+    let f = f32::from_bits;
+    let r = f(0x4b40_0000); // 0x1.8p23
+    let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
+    let n = z - r;
+    let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
+    let e = z.to_bits() << 23;
+    let k = f(e.wrapping_add(1f32.to_bits()));
+    let u = b * b;
+    let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
+    let j = p.mul_add(u, f(0x3f7f_fff6) * b);
+    if !(n.abs() > 126.0) {
+        return j.mul_add(k, k);
+    }
+    let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
+    let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
+    if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
+}
+
+/// `gate = silu(gate) * up` as ggml_vec_swiglu_f32: x / (1 + expf(0 - x)), ggml's expf on the
+/// groups of 8, libm's on the tail.
+#[inline(always)]
+fn swiglu_lanes(gate: &mut [f32], up: &[f32]) {
+    let whole = gate.len() / 8 * 8;
+    for (i, (g, &u)) in gate.iter_mut().zip(up).enumerate() {
+        *g = *g / (1.0 + if i < whole { ggml_expf(0.0 - *g) } else { (-*g).exp() }) * u;
+    }
+}
+
+/// `s = expf(s - max)` (s.len() a multiple of 8) and their sum as ggml_vec_soft_max_f32 forms
+/// it: each group of 8 folded ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) in f32, added in f64.
+#[inline(always)]
+pub(crate) fn softmax_exp(s: &mut [f32], max: f32) -> f64 {
+    assert!(s.len() % 8 == 0, "softmax_exp takes whole groups of 8 (pad with -inf)");
+    let mut sum = 0.0f64;
+    for g in s.chunks_exact_mut(8) {
+        g.iter_mut().for_each(|v| *v = ggml_expf(*v - max));
+        sum += (((g[0] + g[4]) + (g[2] + g[6])) + ((g[1] + g[5]) + (g[3] + g[7]))) as f64;
+    }
+    sum
+}
+
+/// One head's attention in llama.cpp's order (no flash attention): softmax(q · K[..end] /
+/// sqrt(hd)) · V with q and the probabilities rounded to f16, the dots summed in `L` lanes as its
+/// f16 matmuls sum them: one token as ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes).
+/// `kvs` = (K, V, row stride, the kv head's offset).
+#[inline(always)]
+fn head<const L: usize>(q: &[f32], end: usize, (kf, vf, kvd, off): (&[f32], &[f32], usize, usize), out: &mut [f32]) {
+    let (hd, scale) = (q.len(), 1.0 / (q.len() as f32).sqrt());
+    let q: Vec<f32> = q.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
+    let mut p = vec![f32::NEG_INFINITY; end.div_ceil(32) * 32]; // llama.cpp's masked positions
+    p[..end].iter_mut().enumerate().for_each(|(i, s)| *s = dot::<L>(&q, &kf[i * kvd + off..][..hd]) * scale);
+    let max = p[..end].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    let inv = (1.0 / softmax_exp(&mut p, max)) as f32;
+    let mut acc = vec![0.0f32; L * hd]; // acc[i % L][d] += p[i] * v[i][d]
+    for (i, &w) in p[..end].iter().enumerate() {
+        let w = rt::half::f16::from_f32(w * inv).to_f32();
+        acc[i % L * hd..][..hd].iter_mut().zip(&vf[i * kvd + off..][..hd]).for_each(|(a, &v)| *a += w * v);
+    }
+    out.copy_from_slice(fold::<L>(&mut acc, hd));
+}
+
+/// a · b in `L` lanes (element i in lane i % L), folded by `fold`. Every product is of two f16
+/// values, exact in f32, so llama.cpp's fmas give the same sums.
+#[inline(always)]
+fn dot<const L: usize>(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; L];
+    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
+    ca.remainder().iter().zip(cb.remainder()).enumerate().for_each(|(l, (x, y))| acc[l] += x * y);
+    ca.zip(cb).for_each(|(x, y)| (0..L).for_each(|l| acc[l] += x[l] * y[l]));
+    fold::<L>(&mut acc, 1)[0]
+}
+
+/// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
+/// and returns it. 8 lanes (tinyBLAS's hsum): ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+/// 32 lanes (ggml_vec_dot_f16's four registers x0..x3): s = (x0 + x2) + (x1 + x3) per lane,
+/// t = s[0..4] + s[4..8], then two horizontal adds: (t0 + t1) + (t2 + t3).
+#[inline(always)]
+fn fold<const L: usize>(acc: &mut [f32], hd: usize) -> &[f32] {
+    let mut add = |a: usize, b: usize| {
+        let (x, y) = acc.split_at_mut(b * hd); // row a += row b
+        x[a * hd..][..hd].iter_mut().zip(&y[..hd]).for_each(|(p, &q)| *p += q);
+    };
+    if L == 32 {
+        (0..8).flat_map(|l| [(l, 16 + l), (8 + l, 24 + l), (l, 8 + l)]).for_each(|(a, b)| add(a, b));
+    }
+    (0..4).for_each(|l| add(l, l + 4));
+    let last = if L == 32 { [(0, 1), (2, 3), (0, 2)] } else { [(0, 2), (1, 3), (0, 1)] };
+    last.iter().for_each(|&(a, b)| add(a, b));
+    &acc[..hd]
+}

@@ -68,7 +68,11 @@ pub trait Model: Send {
         p: &GenParams,
         on_token: &mut dyn FnMut(u32, &str) -> bool,
     ) -> Result<(Vec<u32>, Stats), metainfer::Error>;
-    fn render_chat(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, metainfer::Error>;
+    fn render_chat(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, metainfer::Error>;
     fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error>;
     fn n_vocab(&self) -> usize;
     fn max_seq(&self) -> usize;
@@ -79,7 +83,11 @@ pub trait Model: Send {
     fn hw(&self) -> &'static str;
     /// The engine behind the OpenAI-compatible server (the `server_openai` section the engine
     /// was generated with), bound to `addr` and not yet serving.
-    fn into_server(self: Box<Self>, addr: &str, cfg: metainfer::rt::server::ServerConfig) -> std::io::Result<metainfer::rt::server::Server>;
+    fn into_server(
+        self: Box<Self>,
+        addr: &str,
+        cfg: metainfer::rt::server::ServerConfig,
+    ) -> std::io::Result<metainfer::rt::server::Server>;
     /// CUDA engines: whether decode steps replay a captured CUDA graph (default on); others
     /// have nothing to set.
     fn set_cuda_graph(&mut self, on: bool) {
@@ -188,7 +196,9 @@ impl std::str::FromStr for Which {
             "sm_80" => Ok(Which::Cuda(Arch::Sm80)),
             "sm_89" => Ok(Which::Cuda(Arch::Sm89)),
             "sm_90" => Ok(Which::Cuda(Arch::Sm90)),
-            other => Err(format!("unknown engine '{other}': use auto, avx512, avx2, generic, sm_80, sm_89 or sm_90")),
+            other => Err(format!(
+                "unknown engine '{other}': use auto, avx512, avx2, generic, sm_80, sm_89 or sm_90"
+            )),
         }
     }
 }
@@ -223,7 +233,9 @@ fn has_avx512() -> bool {
 /// Whether `path` is a Hugging Face checkpoint (a directory, or a file beside a config.json)
 /// rather than a GGUF file.
 pub fn is_checkpoint(path: &std::path::Path) -> bool {
-    path.is_dir() || (path.extension().is_some_and(|e| e != "gguf") && path.with_file_name("config.json").is_file())
+    path.is_dir()
+        || (path.extension().is_some_and(|e| e != "gguf")
+            && path.with_file_name("config.json").is_file())
 }
 
 /// The model families demo-engine has engines for.
@@ -255,8 +267,12 @@ pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
 /// `general.architecture` of a GGUF file, read from its header without mapping the file.
 pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
     use std::io::{BufReader, Read};
-    let io = |source| metainfer::Error::Io { path: path.to_path_buf(), source };
-    let bad = |why: String| metainfer::Error::format(format!("GGUF header of {}", path.display()), why);
+    let io = |source| metainfer::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let bad =
+        |why: String| metainfer::Error::format(format!("GGUF header of {}", path.display()), why);
     let mut r = BufReader::new(std::fs::File::open(path).map_err(io)?);
     let mut read = |n: usize| -> Result<Vec<u8>, metainfer::Error> {
         let mut b = vec![0u8; n];
@@ -293,7 +309,8 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
                 }
                 let v = read(len as usize)?;
                 if key == b"general.architecture" {
-                    return String::from_utf8(v).map_err(|_| bad("general.architecture is not UTF-8".into()));
+                    return String::from_utf8(v)
+                        .map_err(|_| bad("general.architecture is not UTF-8".into()));
                 }
             }
             9 => {
@@ -376,7 +393,12 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
 /// `ctx`; each chunk is evaluated from an empty cache and the second half of its positions is
 /// scored (each position's logits against the next token). Returns (ppl, its standard error,
 /// chunks).
-pub fn perplexity(m: &mut dyn Model, tokens: &[u32], ctx: usize, mut progress: impl FnMut(usize, f64)) -> Result<(f64, f64, usize), metainfer::Error> {
+pub fn perplexity(
+    m: &mut dyn Model,
+    tokens: &[u32],
+    ctx: usize,
+    mut progress: impl FnMut(usize, f64),
+) -> Result<(f64, f64, usize), metainfer::Error> {
     let n_chunks = tokens.len() / ctx;
     let first = ctx / 2;
     let n_vocab = m.n_vocab();

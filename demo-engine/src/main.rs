@@ -2,7 +2,6 @@
 //! llama GGUF (or a qwen2 AWQ checkpoint) with the engines MetaInfer generated for this crate
 //! (see src/lib.rs); the engine's family follows the file's architecture.
 
-
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use demo_engine::{load, perplexity, Model, Which};
@@ -13,7 +12,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "demo-engine", version, about = "Run the MetaInfer-generated qwen2 and llama engines")]
+#[command(
+    name = "demo-engine",
+    version,
+    about = "Run the MetaInfer-generated qwen2 and llama engines"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -85,7 +88,12 @@ enum Cmd {
         #[command(flatten)]
         m: ModelArgs,
         /// The prompt text (special tokens like <|im_start|> are recognised).
-        #[arg(long, short = 'p', conflicts_with = "prompt_ids", required_unless_present = "prompt_ids")]
+        #[arg(
+            long,
+            short = 'p',
+            conflicts_with = "prompt_ids",
+            required_unless_present = "prompt_ids"
+        )]
         prompt: Option<String>,
         /// The prompt as token ids, comma separated.
         #[arg(long, value_delimiter = ',')]
@@ -155,7 +163,8 @@ enum Cmd {
 }
 
 fn open(m: &ModelArgs) -> Result<Box<dyn Model>> {
-    let mut model = load(&m.model, m.engine).with_context(|| format!("loading {}", m.model.display()))?;
+    let mut model =
+        load(&m.model, m.engine).with_context(|| format!("loading {}", m.model.display()))?;
     if let Some(t) = m.threads {
         if t == 0 {
             bail!("--threads must be at least 1");
@@ -176,7 +185,10 @@ fn read_bandwidth(threads: usize) -> f64 {
     for _ in 0..5 {
         let t0 = Instant::now();
         let sum: u64 = std::thread::scope(|s| {
-            let hs: Vec<_> = buf.chunks(chunk).map(|c| s.spawn(move || c.iter().fold(0u64, |a, &x| a.wrapping_add(x)))).collect();
+            let hs: Vec<_> = buf
+                .chunks(chunk)
+                .map(|c| s.spawn(move || c.iter().fold(0u64, |a, &x| a.wrapping_add(x))))
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
         });
         std::hint::black_box(sum);
@@ -197,7 +209,13 @@ fn main() -> std::process::ExitCode {
 
 fn run(cmd: Cmd) -> Result<()> {
     match cmd {
-        Cmd::Generate { m, prompt, prompt_ids, s, print_ids } => {
+        Cmd::Generate {
+            m,
+            prompt,
+            prompt_ids,
+            s,
+            print_ids,
+        } => {
             let mut model = open(&m)?;
             let ids = match (prompt, prompt_ids) {
                 (Some(p), _) => model.encode(&p),
@@ -221,14 +239,24 @@ fn run(cmd: Cmd) -> Result<()> {
                 model.hw()
             );
             if print_ids {
-                println!("{}", gen.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+                println!(
+                    "{}",
+                    gen.iter()
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
             }
         }
         Cmd::Chat { m, system, s } => {
             let mut model = open(&m)?;
             let mut messages = vec![Message::system(system.clone())];
             let stdin = std::io::stdin();
-            eprintln!("chat with {} ({} engine); /reset clears the conversation, /exit or EOF quits", m.model.display(), model.hw());
+            eprintln!(
+                "chat with {} ({} engine); /reset clears the conversation, /exit or EOF quits",
+                m.model.display(),
+                model.hw()
+            );
             loop {
                 eprint!("> ");
                 let mut line = String::new();
@@ -269,13 +297,20 @@ fn run(cmd: Cmd) -> Result<()> {
                 }
             }
         }
-        Cmd::Bench { m, prompt_tokens, gen_tokens, reps, json } => {
+        Cmd::Bench {
+            m,
+            prompt_tokens,
+            gen_tokens,
+            reps,
+            json,
+        } => {
             let mut model = open(&m)?;
             if prompt_tokens == 0 || gen_tokens == 0 || reps == 0 {
                 bail!("--prompt-tokens, --gen-tokens and --reps must be at least 1");
             }
             // a deterministic prompt of ordinary text tokens
-            let text = "The quick brown fox jumps over the lazy dog. fn main() { println!(\"hello\"); } ";
+            let text =
+                "The quick brown fox jumps over the lazy dog. fn main() { println!(\"hello\"); } ";
             let mut ids = Vec::new();
             while ids.len() < prompt_tokens {
                 ids.extend(model.encode(text));
@@ -303,9 +338,16 @@ fn run(cmd: Cmd) -> Result<()> {
                 v.sort_by(|a, b| a.total_cmp(b));
                 v[v.len() / 2]
             };
-            let (pp_best, tg_best) = (pps.iter().cloned().fold(0.0, f64::max), tgs.iter().cloned().fold(0.0, f64::max));
+            let (pp_best, tg_best) = (
+                pps.iter().cloned().fold(0.0, f64::max),
+                tgs.iter().cloned().fold(0.0, f64::max),
+            );
             let (pp, tg) = (median(&mut pps), median(&mut tgs));
-            let threads = m.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            let threads = m.threads.unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            });
             println!("prefill {prompt_tokens} tokens: {pp:.2} tok/s (best {pp_best:.2}); decode {gen_tokens} tokens: {tg:.2} tok/s (best {tg_best:.2}); {threads} threads, engine {}", model.hw());
             let bw = read_bandwidth(threads);
             println!("memory read bandwidth: {:.1} GB/s with {threads} threads (the decode ceiling is this / weight bytes per token)", bw / 1e9);
@@ -320,26 +362,63 @@ fn run(cmd: Cmd) -> Result<()> {
         Cmd::Perplexity { m, file, ctx } => {
             let mut model = open(&m)?;
             if ctx < 4 || ctx > model.max_seq() {
-                bail!("--ctx must be between 4 and the engine's context ({})", model.max_seq());
+                bail!(
+                    "--ctx must be between 4 and the engine's context ({})",
+                    model.max_seq()
+                );
             }
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
             let tokens = model.encode(&text);
-            eprintln!("{} tokens, {} chunks of {ctx}", tokens.len(), tokens.len() / ctx);
+            eprintln!(
+                "{} tokens, {} chunks of {ctx}",
+                tokens.len(),
+                tokens.len() / ctx
+            );
             let t0 = Instant::now();
-            let (ppl, err, chunks) = perplexity(model.as_mut(), &tokens, ctx, |c, p| eprint!("[{c}]{p:.4} "))?;
+            let (ppl, err, chunks) =
+                perplexity(model.as_mut(), &tokens, ctx, |c, p| eprint!("[{c}]{p:.4} "))?;
             eprintln!();
-            println!("Final estimate: PPL = {ppl:.4} +/- {err:.5} ({chunks} chunks of {ctx}, {:.1}s)", t0.elapsed().as_secs_f64());
+            println!(
+                "Final estimate: PPL = {ppl:.4} +/- {err:.5} ({chunks} chunks of {ctx}, {:.1}s)",
+                t0.elapsed().as_secs_f64()
+            );
         }
-        Cmd::Serve { m, host, port, max_concurrent, max_body_bytes, default_max_tokens, quiet } => {
+        Cmd::Serve {
+            m,
+            host,
+            port,
+            max_concurrent,
+            max_body_bytes,
+            default_max_tokens,
+            quiet,
+        } => {
             if max_concurrent == 0 || max_body_bytes == 0 {
                 bail!("--max-concurrent and --max-body-bytes must be at least 1");
             }
             let model = open(&m)?;
-            let id = m.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+            let id = m
+                .model
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "model".into());
             let (hw, ctx) = (model.hw(), model.max_seq());
-            let cfg = ServerConfig { max_body_bytes, max_concurrent, default_max_tokens, log: !quiet, model_id: Some(id.clone()), ..ServerConfig::default() };
-            let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-            let server = model.into_server(&addr, cfg).with_context(|| format!("cannot listen on {addr}"))?;
+            let cfg = ServerConfig {
+                max_body_bytes,
+                max_concurrent,
+                default_max_tokens,
+                log: !quiet,
+                model_id: Some(id.clone()),
+                ..ServerConfig::default()
+            };
+            let addr = if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            };
+            let server = model
+                .into_server(&addr, cfg)
+                .with_context(|| format!("cannot listen on {addr}"))?;
             let addr = server.local_addr()?;
             eprintln!("serving {id} ({hw} engine, context {ctx} tokens, {max_concurrent} requests admitted at once)");
             eprintln!("listening on http://{addr}/v1");

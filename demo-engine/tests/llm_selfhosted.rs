@@ -13,7 +13,9 @@ mod common;
 use metainfer::rt::serde_json;
 use metainfer_build::chain::{self, ChainOptions};
 use metainfer_build::llm::LlmConfig;
-use metainfer_build::{ensure::ensure_with, Arg, BuildContext, Cache, Ckb, Constraints, Mode, ModeSetting};
+use metainfer_build::{
+    ensure::ensure_with, Arg, BuildContext, Cache, Ckb, Constraints, Mode, ModeSetting,
+};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -53,7 +55,9 @@ fn serve(model: &Path) -> (Served, String) {
             eprintln!("[serve] {line}");
         }
     });
-    let url = rx.recv_timeout(Duration::from_secs(120)).expect("demo-engine serve did not start listening within 120 s");
+    let url = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("demo-engine serve did not start listening within 120 s");
     (Served(child), url)
 }
 
@@ -88,7 +92,9 @@ fn ckb_with_gap(ws: &Path, root: &Path) -> Ckb {
 fn summarize(transcript: &str) -> Vec<String> {
     let mut out = Vec::new();
     for l in transcript.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
         let round = v["round"].as_u64().unwrap_or(0);
         match v["step"].as_str().unwrap_or("") {
             "llm" => out.push(format!(
@@ -118,11 +124,14 @@ fn summarize(transcript: &str) -> Vec<String> {
 
 #[test]
 fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
-    let Some(model) = common::real_model() else { return };
+    let Some(model) = common::real_model() else {
+        return;
+    };
     let root = common::root().canonicalize().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let ckb = ckb_with_gap(ws.path(), &root);
-    let reference = std::env::var("METAINFER_SELFHOST_REFERENCE").unwrap_or_else(|_| "sibling".into());
+    let reference =
+        std::env::var("METAINFER_SELFHOST_REFERENCE").unwrap_or_else(|_| "sibling".into());
     let args = [
         Arg::str("model", "qwen2"),
         Arg::str("hw", "generic"),
@@ -130,7 +139,9 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
         Arg::str("generator", "auto"),
         Arg::str("reference", &reference),
     ];
-    let c = Constraints::from_args(&args, &ckb).map_err(|e| e.message).unwrap();
+    let c = Constraints::from_args(&args, &ckb)
+        .map_err(|e| e.message)
+        .unwrap();
 
     let (_server, base_url) = serve(&model);
     let mut cfg = LlmConfig::new(base_url, "qwen2.5-coder-0.5b-instruct-q4_k_m");
@@ -138,13 +149,19 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
     cfg.max_retries = 1;
     let mut opts = ChainOptions::new(root.clone(), root.join("target/metainfer"), true);
     opts.llm = Some(cfg);
-    opts.budget.max_rounds = std::env::var("METAINFER_SELFHOST_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    opts.budget.max_rounds = std::env::var("METAINFER_SELFHOST_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     opts.budget.max_wall = Duration::from_secs(900);
     opts.budget.reply_tokens = 1024;
     let ctx = BuildContext {
         workspace_root: root.clone(),
         cache: Cache::new("cache", ws.path()),
-        mode: ModeSetting { mode: Mode::Auto, reason: "the default".into() },
+        mode: ModeSetting {
+            mode: Mode::Auto,
+            reason: "the default".into(),
+        },
         scratch_dir: root.join("target/metainfer"),
         progress: true,
     };
@@ -155,25 +172,57 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
     let report_dir: PathBuf = root.join("target/metainfer");
     let (outcome, transcript) = match &result {
         Ok(entry) => {
-            assert!(entry.manifest.gates_passed, "only verified entries are cached");
-            let slot = entry.manifest.slots.iter().find(|s| s.slot == "dot_f32").unwrap();
+            assert!(
+                entry.manifest.gates_passed,
+                "only verified entries are cached"
+            );
+            let slot = entry
+                .manifest
+                .slots
+                .iter()
+                .find(|s| s.slot == "dot_f32")
+                .unwrap();
             assert_eq!(slot.implementer, "llm");
             let proposals = metainfer_build::ckb::adopt::list(&ws.path().join("ckb"));
-            assert_eq!(proposals.len(), 1, "a verified llm section becomes a proposal");
-            (format!("verified: proposal {}", proposals[0].0), std::fs::read_to_string(entry.path("transcript.jsonl")).unwrap())
+            assert_eq!(
+                proposals.len(),
+                1,
+                "a verified llm section becomes a proposal"
+            );
+            (
+                format!("verified: proposal {}", proposals[0].0),
+                std::fs::read_to_string(entry.path("transcript.jsonl")).unwrap(),
+            )
         }
         Err(e) => {
             let msg = e.to_string();
-            assert!(ctx.cache.lookup(&c).unwrap().is_none(), "a failed llm run caches nothing");
+            assert!(
+                ctx.cache.lookup(&c).unwrap().is_none(),
+                "a failed llm run caches nothing"
+            );
             assert!(msg.contains("dot_f32"), "the error names the slot: {msg}");
-            let kept = report_dir.join("failed").join(c.key()).join("transcript.jsonl");
-            (format!("clean failure: {}", msg.lines().next().unwrap_or("")), std::fs::read_to_string(kept).unwrap_or_default())
+            let kept = report_dir
+                .join("failed")
+                .join(c.key())
+                .join("transcript.jsonl");
+            (
+                format!("clean failure: {}", msg.lines().next().unwrap_or("")),
+                std::fs::read_to_string(kept).unwrap_or_default(),
+            )
         }
     };
-    let mut report = vec![format!("self-hosted llm chain (reference = {reference}): {outcome} ({took:.0} s)")];
+    let mut report = vec![format!(
+        "self-hosted llm chain (reference = {reference}): {outcome} ({took:.0} s)"
+    )];
     report.extend(summarize(&transcript));
     let text = report.join("\n");
     println!("{text}");
-    let _ = std::fs::write(report_dir.join("selfhosted-report.txt"), format!("{text}\n"));
-    assert!(!summarize(&transcript).is_empty(), "the transcript records the rounds");
+    let _ = std::fs::write(
+        report_dir.join("selfhosted-report.txt"),
+        format!("{text}\n"),
+    );
+    assert!(
+        !summarize(&transcript).is_empty(),
+        "the transcript records the rounds"
+    );
 }

@@ -22,7 +22,10 @@ fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 fn after_string(b: &[u8], s: &str) -> usize {
     let mut pat = (s.len() as u64).to_le_bytes().to_vec();
     pat.extend_from_slice(s.as_bytes());
-    b.windows(pat.len()).position(|w| w == pat).unwrap_or_else(|| panic!("{s} not in file")) + pat.len()
+    b.windows(pat.len())
+        .position(|w| w == pat)
+        .unwrap_or_else(|| panic!("{s} not in file"))
+        + pat.len()
 }
 
 fn load_err(bytes: &[u8], name: &str, which: Which) -> String {
@@ -35,7 +38,10 @@ fn load_err(bytes: &[u8], name: &str, which: Which) -> String {
 #[test]
 fn tiny_model_generates_with_every_cpu_engine() {
     let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
-    for which in [Some(Which::Auto), avx2, Some(Which::Generic)].into_iter().flatten() {
+    for which in [Some(Which::Auto), avx2, Some(Which::Generic)]
+        .into_iter()
+        .flatten()
+    {
         let mut m = load(&common::tiny_model(), which).unwrap();
         let ids = m.encode("hello world");
         let mut p = GenParams::greedy(8);
@@ -54,29 +60,57 @@ fn other_architecture_is_refused_with_what_differs() {
     b[val..val + 5].copy_from_slice(b"gemma");
     // demo-engine has no engine for that family: it says so and what would serve it
     let msg = load_err(&b, "arch.gguf", Which::Generic);
-    assert!(msg.contains("general.architecture") && msg.contains("gemma") && msg.contains("qwen2"), "{msg}");
+    assert!(
+        msg.contains("general.architecture") && msg.contains("gemma") && msg.contains("qwen2"),
+        "{msg}"
+    );
     assert!(msg.contains("model = \"gemma\""), "{msg}");
     // an engine given a file of another family refuses it itself, with what to generate instead
     let path = write_temp("arch2.gguf", &b);
-    let msg = demo_engine::CoderPortable::load(&path).err().expect("refused").to_string();
-    assert!(msg.contains("general.architecture is \"gemma\"") && msg.contains("generate an engine with model = \"gemma\""), "{msg}");
+    let msg = demo_engine::CoderPortable::load(&path)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        msg.contains("general.architecture is \"gemma\"")
+            && msg.contains("generate an engine with model = \"gemma\""),
+        "{msg}"
+    );
 }
 
 #[test]
 fn llama_files_get_the_llama_engines_and_qwen2_engines_refuse_them() {
     let tiny_llama = common::root().join("ckb/gates/fixtures/tiny-llama.gguf");
-    assert_eq!(demo_engine::family_of(&tiny_llama).unwrap(), demo_engine::Family::Llama);
+    assert_eq!(
+        demo_engine::family_of(&tiny_llama).unwrap(),
+        demo_engine::Family::Llama
+    );
     for which in [Which::Auto, Which::Generic] {
         let mut m = load(&tiny_llama, which).unwrap();
         let ids = m.encode("hello world");
         let mut p = GenParams::greedy(4);
         p.stop_at_eos = false;
-        assert_eq!(m.generate_ids(&ids, &p, &mut |_, _| true).unwrap().0.len(), 4);
+        assert_eq!(
+            m.generate_ids(&ids, &p, &mut |_, _| true).unwrap().0.len(),
+            4
+        );
     }
-    let msg = demo_engine::CoderPortable::load(&tiny_llama).err().expect("a qwen2 engine refuses a llama file").to_string();
-    assert!(msg.contains("general.architecture is \"llama\"") && msg.contains("model = \"llama\""), "{msg}");
-    let msg = demo_engine::SmolPortable::load(&common::tiny_model()).err().expect("a llama engine refuses a qwen2 file").to_string();
-    assert!(msg.contains("general.architecture is \"qwen2\"") && msg.contains("model = \"qwen2\""), "{msg}");
+    let msg = demo_engine::CoderPortable::load(&tiny_llama)
+        .err()
+        .expect("a qwen2 engine refuses a llama file")
+        .to_string();
+    assert!(
+        msg.contains("general.architecture is \"llama\"") && msg.contains("model = \"llama\""),
+        "{msg}"
+    );
+    let msg = demo_engine::SmolPortable::load(&common::tiny_model())
+        .err()
+        .expect("a llama engine refuses a qwen2 file")
+        .to_string();
+    assert!(
+        msg.contains("general.architecture is \"qwen2\"") && msg.contains("model = \"qwen2\""),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -86,10 +120,17 @@ fn tensor_type_not_compiled_in_is_refused() {
     let at = after_string(&b, "blk.1.ffn_gate.weight");
     let n_dims = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
     let ty = at + 4 + 8 * n_dims;
-    assert_eq!(u32::from_le_bytes(b[ty..ty + 4].try_into().unwrap()), 0, "fixture tensor is F32");
+    assert_eq!(
+        u32::from_le_bytes(b[ty..ty + 4].try_into().unwrap()),
+        0,
+        "fixture tensor is F32"
+    );
     b[ty..ty + 4].copy_from_slice(&1u32.to_le_bytes());
     let msg = load_err(&b, "f16.gguf", Which::Generic);
-    assert!(msg.contains("blk.1.ffn_gate.weight") && msg.contains("F16") && msg.contains("regenerate"), "{msg}");
+    assert!(
+        msg.contains("blk.1.ffn_gate.weight") && msg.contains("F16") && msg.contains("regenerate"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -97,9 +138,16 @@ fn truncated_and_garbage_files_are_format_errors() {
     let b = tiny_bytes();
     for cut in [0, 3, 7, 23, 100, 4096, b.len() / 2, b.len() - 1] {
         let msg = load_err(&b[..cut], "cut.gguf", Which::Generic);
-        assert!(msg.starts_with("malformed model file") || msg.contains("cannot read"), "cut at {cut}: {msg}");
+        assert!(
+            msg.starts_with("malformed model file") || msg.contains("cannot read"),
+            "cut at {cut}: {msg}"
+        );
     }
-    let msg = load_err(b"this is not a gguf file at all", "text.gguf", Which::Generic);
+    let msg = load_err(
+        b"this is not a gguf file at all",
+        "text.gguf",
+        Which::Generic,
+    );
     assert!(msg.contains("magic"), "{msg}");
     let missing = common::root().join("target/does-not-exist.gguf");
     let msg = load(&missing, Which::Generic).err().unwrap().to_string();
@@ -133,19 +181,27 @@ fn awq_err(dir: &std::path::Path, which: Which) -> String {
 }
 
 /// config.json with `key` set to `value` (JSON text), or removed when `value` is None.
-fn with_config(key: &'static str, value: Option<&'static str>) -> impl Fn(&str, Vec<u8>) -> Vec<u8> {
+fn with_config(
+    key: &'static str,
+    value: Option<&'static str>,
+) -> impl Fn(&str, Vec<u8>) -> Vec<u8> {
     move |f, b| {
         if f != "config.json" {
             return b;
         }
-        let mut c: metainfer::rt::serde_json::Value = metainfer::rt::serde_json::from_slice(&b).unwrap();
+        let mut c: metainfer::rt::serde_json::Value =
+            metainfer::rt::serde_json::from_slice(&b).unwrap();
         let o = c.as_object_mut().unwrap();
         match value {
             Some(v) => {
                 let v = metainfer::rt::serde_json::from_str(v).unwrap();
                 match key.split_once('.') {
                     Some((a, k)) => {
-                        o.get_mut(a).unwrap().as_object_mut().unwrap().insert(k.into(), v);
+                        o.get_mut(a)
+                            .unwrap()
+                            .as_object_mut()
+                            .unwrap()
+                            .insert(k.into(), v);
                     }
                     None => {
                         o.insert(key.into(), v);
@@ -162,7 +218,9 @@ fn with_config(key: &'static str, value: Option<&'static str>) -> impl Fn(&str, 
 
 #[test]
 fn awq_checkpoint_generates_the_reference_greedy_ids_with_both_engines() {
-    let text = std::fs::read_to_string(common::root().join("ckb/gates/vectors/tiny_qwen2_awq_greedy.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(common::root().join("ckb/gates/vectors/tiny_qwen2_awq_greedy.txt"))
+            .unwrap();
     let rows: Vec<Vec<u32>> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -176,7 +234,11 @@ fn awq_checkpoint_generates_the_reference_greedy_ids_with_both_engines() {
         assert_eq!(ids, rows[1], "{which:?} engine ({})", m.hw());
         // The tokenizer.json path: text in, the same ids as the GGUF's BPE tokenizer.
         let gguf = load(&common::tiny_model(), which).unwrap();
-        for t in ["Hello, world!", "<|im_start|>user\nhi<|im_end|>", "你好 😀 fn main() {}"] {
+        for t in [
+            "Hello, world!",
+            "<|im_start|>user\nhi<|im_end|>",
+            "你好 😀 fn main() {}",
+        ] {
             assert_eq!(m.encode(t), gguf.encode(t), "{t:?}");
             assert_eq!(m.decode(&m.encode(t)), t);
         }
@@ -185,10 +247,19 @@ fn awq_checkpoint_generates_the_reference_greedy_ids_with_both_engines() {
 
 #[test]
 fn awq_checkpoint_with_other_quantization_is_refused_with_what_differs() {
-    let dir = awq_copy("awq-bits8", with_config("quantization_config.bits", Some("8")));
+    let dir = awq_copy(
+        "awq-bits8",
+        with_config("quantization_config.bits", Some("8")),
+    );
     let e = awq_err(&dir, Which::Generic);
-    assert!(e.contains("quantization_config") && e.contains("bits 8") && e.contains("bits 4"), "{e}");
-    let dir = awq_copy("awq-gptq", with_config("quantization_config.quant_method", Some("\"gptq\"")));
+    assert!(
+        e.contains("quantization_config") && e.contains("bits 8") && e.contains("bits 4"),
+        "{e}"
+    );
+    let dir = awq_copy(
+        "awq-gptq",
+        with_config("quantization_config.quant_method", Some("\"gptq\"")),
+    );
     let e = awq_err(&dir, Which::Auto);
     assert!(e.contains("quant_method gptq"), "{e}");
 }
@@ -198,7 +269,10 @@ fn awq_checkpoint_missing_config_key_names_it() {
     let dir = awq_copy("awq-no-hidden", with_config("hidden_size", None));
     let e = awq_err(&dir, Which::Generic);
     assert!(e.contains("config.json: hidden_size"), "{e}");
-    let dir = awq_copy("awq-bad-layers", with_config("num_hidden_layers", Some("\"two\"")));
+    let dir = awq_copy(
+        "awq-bad-layers",
+        with_config("num_hidden_layers", Some("\"two\"")),
+    );
     let e = awq_err(&dir, Which::Generic);
     assert!(e.contains("config.json: num_hidden_layers"), "{e}");
 }
@@ -208,26 +282,64 @@ fn truncated_and_garbage_safetensors_are_format_errors() {
     let st = std::fs::read(awq_dir().join("model.safetensors")).unwrap();
     let n = u64::from_le_bytes(st[..8].try_into().unwrap()) as usize;
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("awq-trunc-data", st[..st.len() - 1000].to_vec(), "data_offsets"),
-        ("awq-trunc-header", st[..8 + n / 2].to_vec(), "header length"),
+        (
+            "awq-trunc-data",
+            st[..st.len() - 1000].to_vec(),
+            "data_offsets",
+        ),
+        (
+            "awq-trunc-header",
+            st[..8 + n / 2].to_vec(),
+            "header length",
+        ),
         ("awq-tiny", st[..5].to_vec(), "fewer than 8"),
-        ("awq-garbage-json", [&st[..8], &vec![b'{'; n][..], &st[8 + n..]].concat(), "not valid JSON"),
-        ("awq-huge-len", [&u64::MAX.to_le_bytes()[..], &st[8..]].concat(), "header length"),
+        (
+            "awq-garbage-json",
+            [&st[..8], &vec![b'{'; n][..], &st[8 + n..]].concat(),
+            "not valid JSON",
+        ),
+        (
+            "awq-huge-len",
+            [&u64::MAX.to_le_bytes()[..], &st[8..]].concat(),
+            "header length",
+        ),
     ];
     for (name, bytes, want) in cases {
-        let dir = awq_copy(name, |f, b| if f == "model.safetensors" { bytes.clone() } else { b });
+        let dir = awq_copy(name, |f, b| {
+            if f == "model.safetensors" {
+                bytes.clone()
+            } else {
+                b
+            }
+        });
         let e = awq_err(&dir, Which::Generic);
-        assert!(e.contains("model.safetensors") && e.contains(want), "{name}: {e}");
+        assert!(
+            e.contains("model.safetensors") && e.contains(want),
+            "{name}: {e}"
+        );
     }
     // An AWQ triple whose qzeros do not fit its qweight.
     let header = std::str::from_utf8(&st[8..8 + n]).unwrap();
     let key = "\"model.layers.0.self_attn.q_proj.qzeros\":{\"data_offsets\":";
     assert!(header.contains(key));
-    let bad = header.replacen("\"model.layers.0.self_attn.q_proj.qzeros\"", "\"model.layers.0.self_attn.q_proj.qzerox\"", 1);
+    let bad = header.replacen(
+        "\"model.layers.0.self_attn.q_proj.qzeros\"",
+        "\"model.layers.0.self_attn.q_proj.qzerox\"",
+        1,
+    );
     let bytes = [&st[..8], bad.as_bytes(), &st[8 + n..]].concat();
-    let dir = awq_copy("awq-no-qzeros", |f, b| if f == "model.safetensors" { bytes.clone() } else { b });
+    let dir = awq_copy("awq-no-qzeros", |f, b| {
+        if f == "model.safetensors" {
+            bytes.clone()
+        } else {
+            b
+        }
+    });
     let e = awq_err(&dir, Which::Generic);
-    assert!(e.contains("model.layers.0.self_attn.q_proj.qzeros") && e.contains("missing"), "{e}");
+    assert!(
+        e.contains("model.layers.0.self_attn.q_proj.qzeros") && e.contains("missing"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -243,5 +355,8 @@ fn a_gguf_engine_and_an_awq_engine_refuse_each_others_files() {
         Ok(_) => panic!("the gguf engine loaded a safetensors file"),
         Err(e) => e.to_string(),
     };
-    assert!(e.to_lowercase().contains("magic") || e.contains("GGUF"), "{e}");
+    assert!(
+        e.to_lowercase().contains("magic") || e.contains("GGUF"),
+        "{e}"
+    );
 }

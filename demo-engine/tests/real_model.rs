@@ -8,7 +8,9 @@ use metainfer::{GenParams, Message};
 
 /// (llama.cpp's per-step margins, prompt, llama.cpp's greedy ids), from the committed vectors.
 fn llama_cases() -> Vec<(Vec<f32>, String, Vec<u32>)> {
-    let text = std::fs::read_to_string(common::root().join("ckb/gates/vectors/llamacpp_greedy_qwen2.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(common::root().join("ckb/gates/vectors/llamacpp_greedy_qwen2.txt"))
+            .unwrap();
     let (mut cases, mut margins, mut prompt) = (Vec::new(), Vec::new(), None::<String>);
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(m) = line.strip_prefix("# top1-top2 logit margin per step:") {
@@ -16,7 +18,11 @@ fn llama_cases() -> Vec<(Vec<f32>, String, Vec<u32>)> {
         } else if line.starts_with('#') {
             continue;
         } else if let Some(p) = prompt.take() {
-            cases.push((std::mem::take(&mut margins), p, line.split(',').map(|s| s.trim().parse().unwrap()).collect()));
+            cases.push((
+                std::mem::take(&mut margins),
+                p,
+                line.split(',').map(|s| s.trim().parse().unwrap()).collect(),
+            ));
         } else {
             prompt = Some(serde_json_string(line));
         }
@@ -30,13 +36,17 @@ fn serde_json_string(s: &str) -> String {
 }
 
 fn greedy_against_llama_cpp(which: Which) {
-    let Some(path) = common::real_model() else { return };
+    let Some(path) = common::real_model() else {
+        return;
+    };
     let mut m = load(&path, which).unwrap();
     m.set_threads(2);
     let mut full = 0;
     for (margins, prompt, want) in llama_cases() {
         let ids = m.encode(&prompt);
-        let (mut got, stats) = m.generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true).unwrap();
+        let (mut got, stats) = m
+            .generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true)
+            .unwrap();
         // llama.cpp's list ends with the end-of-generation token it stopped at; ours stops before it
         if let (metainfer::rt::FinishReason::Stop, Some(&last)) = (stats.finish, want.last()) {
             if m.is_eog(last) {
@@ -45,8 +55,15 @@ fn greedy_against_llama_cpp(which: Which) {
         }
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         let near_tie = margins.iter().position(|&x| x < 0.1).unwrap_or(want.len());
-        println!("{} {prompt:?}: {same}/{} match (first near tie at step {near_tie})", m.hw(), want.len());
-        assert!(same >= near_tie.min(want.len()), "{prompt:?} diverges from llama.cpp at step {same}: {got:?} vs {want:?}");
+        println!(
+            "{} {prompt:?}: {same}/{} match (first near tie at step {near_tie})",
+            m.hw(),
+            want.len()
+        );
+        assert!(
+            same >= near_tie.min(want.len()),
+            "{prompt:?} diverges from llama.cpp at step {same}: {got:?} vs {want:?}"
+        );
         full += (same == want.len()) as usize;
     }
     assert!(full >= 4, "only {full} prompts match llama.cpp all the way");
@@ -73,25 +90,37 @@ fn generic_engine_matches_llama_cpp_too() {
 
 #[test]
 fn perplexity_within_one_percent_of_llama_cpp() {
-    let Some(path) = common::real_model() else { return };
-    let anchor = std::fs::read_to_string(common::root().join("ckb/gates/vectors/llamacpp_ppl.txt")).unwrap();
+    let Some(path) = common::real_model() else {
+        return;
+    };
+    let anchor =
+        std::fs::read_to_string(common::root().join("ckb/gates/vectors/llamacpp_ppl.txt")).unwrap();
     let line = anchor.lines().find(|l| l.starts_with("ppl ")).unwrap();
     let llama: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let text = std::fs::read_to_string(common::root().join("ckb/gates/vectors/ppl_text.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(common::root().join("ckb/gates/vectors/ppl_text.txt")).unwrap();
     let mut m = load(&path, Which::Auto).unwrap();
     let tokens = m.encode(&text);
     let (ppl, _, chunks) = perplexity(m.as_mut(), &tokens, 128, |_, _| {}).unwrap();
     let rel = (ppl - llama).abs() / llama;
     println!("perplexity {ppl:.4} over {chunks} chunks; llama.cpp {llama:.4}; relative difference {rel:.2e}");
     assert_eq!(chunks, 16);
-    assert!(rel < 0.01, "perplexity {ppl} is not within 1% of llama.cpp's {llama}");
+    assert!(
+        rel < 0.01,
+        "perplexity {ppl} is not within 1% of llama.cpp's {llama}"
+    );
 }
 
 #[test]
 fn chat_answers_and_streams() {
-    let Some(path) = common::real_model() else { return };
+    let Some(path) = common::real_model() else {
+        return;
+    };
     let mut m = load(&path, Which::Auto).unwrap();
-    let msgs = [Message::system("You are a helpful assistant."), Message::user("What is 2 + 2? Answer with a number.")];
+    let msgs = [
+        Message::system("You are a helpful assistant."),
+        Message::user("What is 2 + 2? Answer with a number."),
+    ];
     let prompt = m.render_chat(&msgs, true).unwrap();
     assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
     let ids = m.encode(&prompt);
@@ -102,17 +131,32 @@ fn chat_answers_and_streams() {
             true
         })
         .unwrap();
-    assert_eq!(streamed, m.decode(&gen), "streamed text equals the decoded ids");
+    assert_eq!(
+        streamed,
+        m.decode(&gen),
+        "streamed text equals the decoded ids"
+    );
     assert!(streamed.contains('4'), "{streamed:?}");
-    assert_eq!(stats.finish, metainfer::rt::FinishReason::Stop, "stops at <|im_end|>");
+    assert_eq!(
+        stats.finish,
+        metainfer::rt::FinishReason::Stop,
+        "stops at <|im_end|>"
+    );
 }
 
 #[test]
 fn context_limit_is_a_clear_error() {
-    let Some(path) = common::real_model() else { return };
+    let Some(path) = common::real_model() else {
+        return;
+    };
     let mut m = load(&path, Which::Auto).unwrap();
     let ids = vec![785u32; 10];
-    let err = m.generate_ids(&ids, &GenParams::greedy(m.max_seq()), &mut |_, _| true).unwrap_err();
+    let err = m
+        .generate_ids(&ids, &GenParams::greedy(m.max_seq()), &mut |_, _| true)
+        .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("context full") && msg.contains(&m.max_seq().to_string()), "{msg}");
+    assert!(
+        msg.contains("context full") && msg.contains(&m.max_seq().to_string()),
+        "{msg}"
+    );
 }

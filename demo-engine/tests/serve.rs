@@ -57,13 +57,21 @@ impl Served {
                 }
             }
         });
-        let mut served = Served { child, base: String::new(), log };
+        let mut served = Served {
+            child,
+            base: String::new(),
+            log,
+        };
         match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(Ok(url)) => served.base = url,
             Ok(Err(e)) => panic!("demo-engine serve failed: {e}"),
             Err(_) => panic!("demo-engine serve printed no 'listening on' line"),
         }
-        assert!(served.base.starts_with("http://127.0.0.1:") && served.base.ends_with("/v1"), "{}", served.base);
+        assert!(
+            served.base.starts_with("http://127.0.0.1:") && served.base.ends_with("/v1"),
+            "{}",
+            served.base
+        );
         served
     }
 
@@ -72,7 +80,9 @@ impl Served {
     }
 
     fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
+        let agent = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(60))
+            .build();
         let r = match agent.post(&self.url(path)).send_json(body) {
             Ok(r) => r,
             Err(ureq::Error::Status(_, r)) => r,
@@ -86,7 +96,11 @@ impl Served {
 #[test]
 fn completions_are_deterministic_when_greedy() {
     let s = Served::start(&[]);
-    let models: Value = ureq::get(&s.url("/models")).call().unwrap().into_json().unwrap();
+    let models: Value = ureq::get(&s.url("/models"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
     assert_eq!(models["data"][0]["id"], "tiny-qwen2");
     let ctx = models["data"][0]["context_length"].as_u64().unwrap();
     assert!(ctx > 16, "{models}");
@@ -98,7 +112,10 @@ fn completions_are_deterministic_when_greedy() {
     assert_eq!(st, 200, "{b}");
     let text = a["choices"][0]["text"].as_str().unwrap();
     assert!(!text.is_empty(), "{a}");
-    assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"], "greedy output differs between two calls");
+    assert_eq!(
+        a["choices"][0]["text"], b["choices"][0]["text"],
+        "greedy output differs between two calls"
+    );
     assert_eq!(a["choices"][0]["finish_reason"], "length");
     assert_eq!(a["model"], "tiny-qwen2");
     assert!(a["id"].as_str().unwrap().starts_with("cmpl-"));
@@ -106,18 +123,37 @@ fn completions_are_deterministic_when_greedy() {
     let u = &a["usage"];
     assert_eq!(u["completion_tokens"], 8);
     assert!(u["prompt_tokens"].as_u64().unwrap() >= 2, "{u}");
-    assert_eq!(u["total_tokens"].as_u64(), Some(u["prompt_tokens"].as_u64().unwrap() + 8));
-    assert_eq!(a["usage"], b["usage"], "the second call's prompt came from the KV cache but usage counts all of it");
+    assert_eq!(
+        u["total_tokens"].as_u64(),
+        Some(u["prompt_tokens"].as_u64().unwrap() + 8)
+    );
+    assert_eq!(
+        a["usage"], b["usage"],
+        "the second call's prompt came from the KV cache but usage counts all of it"
+    );
 
     // too long for the context: 400 context_length_exceeded
-    let (st, e) = s.post("/completions", json!({"prompt": "hello", "max_tokens": ctx}));
+    let (st, e) = s.post(
+        "/completions",
+        json!({"prompt": "hello", "max_tokens": ctx}),
+    );
     assert_eq!(st, 400, "{e}");
     assert_eq!(e["error"]["code"], "context_length_exceeded");
 
     // the request log
     let t0 = Instant::now();
-    while !s.log.lock().unwrap().iter().any(|l| l.contains("POST /v1/completions 200")) {
-        assert!(t0.elapsed() < Duration::from_secs(5), "no request log line: {:?}", s.log.lock().unwrap());
+    while !s
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("POST /v1/completions 200"))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no request log line: {:?}",
+            s.log.lock().unwrap()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -126,7 +162,10 @@ fn completions_are_deterministic_when_greedy() {
 fn chat_with_the_fixture_template() {
     let s = Served::start(&["--quiet"]);
     let msgs = json!([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi."}]);
-    let (st, v) = s.post("/chat/completions", json!({"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": true}));
+    let (st, v) = s.post(
+        "/chat/completions",
+        json!({"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": true}),
+    );
     assert_eq!(st, 200, "{v}");
     let c = &v["choices"][0];
     assert_eq!(c["message"]["role"], "assistant");
@@ -139,30 +178,58 @@ fn chat_with_the_fixture_template() {
     // streamed: role first, pieces, finish, usage, [DONE]
     let body = json!({"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": true, "stream": true,
                       "stream_options": {"include_usage": true}});
-    let r = ureq::post(&s.url("/chat/completions")).send_json(body).unwrap();
+    let r = ureq::post(&s.url("/chat/completions"))
+        .send_json(body)
+        .unwrap();
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     let text = r.into_string().unwrap();
-    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.strip_prefix("data: ").unwrap())
+        .collect();
     assert_eq!(*events.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(usage["usage"]["completion_tokens"], 6);
-    assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "length");
-    let streamed: String = chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str()).collect();
+    assert_eq!(
+        chunks[chunks.len() - 2]["choices"][0]["finish_reason"],
+        "length"
+    );
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str())
+        .collect();
     assert!(!streamed.is_empty());
 }
 
 #[test]
 fn client_leaving_mid_stream_cancels() {
     let s = Served::start(&[]);
-    let addr = s.base.trim_start_matches("http://").trim_end_matches("/v1").to_string();
-    let models: Value = ureq::get(&s.url("/models")).call().unwrap().into_json().unwrap();
+    let addr = s
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let models: Value = ureq::get(&s.url("/models"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
     let max = models["data"][0]["context_length"].as_u64().unwrap() - 8;
     let body = json!({"prompt": "hello", "max_tokens": max, "temperature": 0, "ignore_eos": true, "stream": true}).to_string();
     let mut c = std::net::TcpStream::connect(&addr).unwrap();
-    write!(c, "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    write!(
+        c,
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
     let mut rd = BufReader::new(&c);
     let mut line = String::new();
     rd.read_line(&mut line).unwrap();
@@ -178,10 +245,16 @@ fn client_leaving_mid_stream_cancels() {
         let log = s.log.lock().unwrap();
         if let Some(l) = log.iter().find(|l| l.contains("POST /v1/completions")) {
             // cancelled, unless the tiny model was fast enough to finish before it noticed
-            assert!(l.contains("client gone") || l.contains(&format!("gen={max}")), "{l}");
+            assert!(
+                l.contains("client gone") || l.contains(&format!("gen={max}")),
+                "{l}"
+            );
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "no log line: {log:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no log line: {log:?}"
+        );
         drop(log);
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -189,7 +262,11 @@ fn client_leaving_mid_stream_cancels() {
 
 #[test]
 fn official_python_openai_client() {
-    let has = Command::new("python3").args(["-c", "import openai"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    let has = Command::new("python3")
+        .args(["-c", "import openai"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     if !has {
         println!("skipped: the python openai package is not installed (pip install openai)");
         return;
@@ -211,8 +288,15 @@ except openai.BadRequestError as e:
     assert "n = 1" in str(e), e
 print("ok", m, repr("".join(parts)))
 "#;
-    let out = Command::new("python3").args(["-c", script, &s.base]).output().unwrap();
+    let out = Command::new("python3")
+        .args(["-c", script, &s.base])
+        .output()
+        .unwrap();
     let so = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && so.starts_with("ok tiny-qwen2"), "{so}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && so.starts_with("ok tiny-qwen2"),
+        "{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!("python openai client: {}", so.trim());
 }

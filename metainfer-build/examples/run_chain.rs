@@ -8,10 +8,16 @@ use metainfer_build::chain;
 use metainfer_build::{Arg, Ckb, Constraints};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let hw = std::env::args().nth(1).unwrap_or_else(|| "x86_64-avx2".into());
+    let hw = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "x86_64-avx2".into());
     let ckb = Ckb::load(Ckb::default_root())?;
     let quant = std::env::args().nth(2).unwrap_or_else(|| "q4_k_m".into());
-    let args = [Arg::str("model", "qwen2"), Arg::str("hw", &hw), Arg::str("quant", &quant)];
+    let args = [
+        Arg::str("model", "qwen2"),
+        Arg::str("hw", &hw),
+        Arg::str("quant", &quant),
+    ];
     let c = Constraints::from_args(&args, &ckb).map_err(|e| e.message)?;
     let root = ckb.workspace_root();
     let opts = chain::ChainOptions::new(root.clone(), root.join("target/metainfer"), true);

@@ -151,7 +151,10 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
     let entry = ensure(&c, &ckb, &ctx).map_err(|e| {
         // A generator feature that is off belongs on the key that needs it.
         let span = match &e {
-            crate::BuildError::Chain { source: crate::chain::ChainError::FeatureOff(off), .. } => args
+            crate::BuildError::Chain {
+                source: crate::chain::ChainError::FeatureOff(off),
+                ..
+            } => args
                 .iter()
                 .find(|a| a.arg.key == off.key)
                 .map(|a| a.value_span)
@@ -166,7 +169,13 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
         .map(|a| a.to_token_stream())
         .collect::<TokenStream>();
     let vis = strukt.vis.to_token_stream();
-    Ok(crate::expand::expand(attrs, vis, &strukt.ident, &entry, &ckb))
+    Ok(crate::expand::expand(
+        attrs,
+        vis,
+        &strukt.ident,
+        &entry,
+        &ckb,
+    ))
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What to run to repair an entry.
-const FIX: &str = "run `cargo metainfer prepare --refresh` to regenerate it, or restore it from git";
+const FIX: &str =
+    "run `cargo metainfer prepare --refresh` to regenerate it, or restore it from git";
 
 /// Errors reading or writing the cache; paths are shown relative to the workspace root.
 #[derive(Debug, thiserror::Error)]

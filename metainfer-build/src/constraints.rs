@@ -588,7 +588,10 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
-        if let Some(r) = g.reference.filter(|r| *r != Reference::None && generator == Generator::Ckb) {
+        if let Some(r) = g
+            .reference
+            .filter(|r| *r != Reference::None && generator == Generator::Ckb)
+        {
             return Err(err_key(
                 g.index["reference"],
                 format!(

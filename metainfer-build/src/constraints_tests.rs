@@ -41,10 +41,7 @@ fn canonical_toml_is_sorted_and_filled() {
     );
     let c = Constraints::from_args(
         &with(&[
-            (
-                "features",
-                ArgValue::List(vec!["server".into()]),
-            ),
+            ("features", ArgValue::List(vec!["server".into()])),
             ("max_seq", ArgValue::Int(4096)),
         ]),
         &ckb(),
@@ -392,6 +389,13 @@ fn constraints_that_would_change_only_the_key_are_refused() {
         "`reference` = \"sibling\" changes nothing with generator = \"ckb\": only the llm implementer reads it; drop it, or set generator = \"llm\" or \"auto\""
     );
     // The defaults, spelled out, are fine (and give the same key as leaving them out).
-    let spelled = with(&[("batch", ArgValue::Int(1)), ("tp", ArgValue::Int(1)), ("reference", s("none"))]);
-    assert_eq!(Constraints::from_args(&spelled, &ckb()).unwrap().key(), Constraints::from_args(&base(), &ckb()).unwrap().key());
+    let spelled = with(&[
+        ("batch", ArgValue::Int(1)),
+        ("tp", ArgValue::Int(1)),
+        ("reference", s("none")),
+    ]);
+    assert_eq!(
+        Constraints::from_args(&spelled, &ckb()).unwrap().key(),
+        Constraints::from_args(&base(), &ckb()).unwrap().key()
+    );
 }

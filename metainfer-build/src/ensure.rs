@@ -57,10 +57,15 @@ impl BuildContext {
     /// (`METAINFER_LLM_*`; see [`crate::llm::LlmConfig::from_env`]). A badly set variable is an
     /// error here, when generating, never on a cache hit.
     pub fn chain_options(&self) -> Result<ChainOptions, ChainError> {
-        let mut o = ChainOptions::new(self.workspace_root.clone(), self.scratch_dir.clone(), self.progress);
+        let mut o = ChainOptions::new(
+            self.workspace_root.clone(),
+            self.scratch_dir.clone(),
+            self.progress,
+        );
         o.llm = crate::llm::LlmConfig::from_env().map_err(|e| ChainError::Llm(e.to_string()))?;
         o.budget = chain::llm_fill::LlmBudget::from_env()?;
-        o.llm_review = std::env::var("METAINFER_LLM_REVIEW").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        o.llm_review = std::env::var("METAINFER_LLM_REVIEW")
+            .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
         Ok(o)
     }
 }
@@ -80,7 +85,10 @@ pub fn ensure(c: &Constraints, ckb: &Ckb, ctx: &BuildContext) -> Result<Entry, B
 /// A cargo feature that generating `c` needs and this build of the generator lacks: the LLM
 /// client for `generator = "llm"` (or `"auto"` where the ckb leaves gaps), NVRTC for a cuda
 /// `hw`. A cache hit needs neither, so this is checked only before generating.
-pub fn feature_needed(c: &Constraints, ckb: &Ckb) -> Result<Option<crate::error::FeatureOff>, ChainError> {
+pub fn feature_needed(
+    c: &Constraints,
+    ckb: &Ckb,
+) -> Result<Option<crate::error::FeatureOff>, ChainError> {
     use crate::constraints::Generator;
     if !cfg!(feature = "llm") && c.generator != Generator::Ckb {
         let gaps = chain::llm_slots(c, ckb)?;

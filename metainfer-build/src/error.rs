@@ -20,12 +20,20 @@ pub struct FeatureOff {
 impl FeatureOff {
     /// The LLM client is off; `why` says what asked for it.
     pub fn llm(why: String) -> FeatureOff {
-        FeatureOff { key: "generator", feature: "llm", why }
+        FeatureOff {
+            key: "generator",
+            feature: "llm",
+            why,
+        }
     }
 
     /// NVRTC is off; `why` says what asked for it.
     pub fn cuda(why: String) -> FeatureOff {
-        FeatureOff { key: "hw", feature: "cuda", why }
+        FeatureOff {
+            key: "hw",
+            feature: "cuda",
+            why,
+        }
     }
 }
 
@@ -86,7 +94,9 @@ pub enum BuildError {
 /// The command that installs `cargo metainfer` from the checkout this generator was built
 /// from, so that every hint works where the user is.
 pub fn cli_install_command() -> String {
-    let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("metainfer-cli");
+    let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("metainfer-cli");
     let cli = std::fs::canonicalize(&cli).unwrap_or(cli);
     format!("`cargo install --path {}`", cli.display())
 }

@@ -20,7 +20,13 @@ pub const TRACKED_ENV: &[&str] = &[
 
 /// `attrs vis struct name(Engine)` plus its impls and the hidden module. The `ckb` tells the
 /// kind of the entry's target (a cuda engine needs the facade's `cuda` feature).
-pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry, ckb: &Ckb) -> TokenStream {
+pub fn expand(
+    attrs: TokenStream,
+    vis: TokenStream,
+    name: &Ident,
+    entry: &Entry,
+    ckb: &Ckb,
+) -> TokenStream {
     let module = format_ident!("__metainfer_{}", snake_case(&name.to_string()));
     let key = &entry.key;
     let constraints = entry.manifest.constraints.canonical_toml();
@@ -51,7 +57,8 @@ pub fn expand(attrs: TokenStream, vis: TokenStream, name: &Ident, entry: &Entry,
         .constraints
         .has_feature(crate::constraints::Feature::Server)
         .then(|| quote!(::metainfer::__require_server_feature!();));
-    let require_hf = (entry.manifest.constraints.format == crate::ckb::Format::Safetensors).then(|| quote!(::metainfer::__require_hf_feature!();));
+    let require_hf = (entry.manifest.constraints.format == crate::ckb::Format::Safetensors)
+        .then(|| quote!(::metainfer::__require_hf_feature!();));
     let cuda = ckb.target_kind(&entry.manifest.constraints.hw) == Some(TargetKind::Cuda);
     let require_cuda = cuda.then(|| quote!(::metainfer::__require_cuda_feature!();));
     let summary = format!(

@@ -110,7 +110,10 @@ fn candidates() -> Result<Vec<PathBuf>, String> {
 
 #[cfg(not(feature = "cuda"))]
 fn load() -> Result<Lib, String> {
-    Err(crate::error::FeatureOff::cuda("NVRTC is loaded only with the `cuda` feature".into()).to_string())
+    Err(
+        crate::error::FeatureOff::cuda("NVRTC is loaded only with the `cuda` feature".into())
+            .to_string(),
+    )
 }
 
 #[cfg(feature = "cuda")]
@@ -132,8 +135,7 @@ fn bind(lib: libloading::Library, path: PathBuf) -> Result<Lib, String> {
         ($name:literal) => {{
             // SAFETY: the symbol is NVRTC's C function of that name; the type is its prototype
             // from nvrtc.h (nvrtcResult is a C enum, i.e. int; nvrtcProgram is a pointer).
-            let s = unsafe { lib.get($name) }
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let s = unsafe { lib.get($name) }.map_err(|e| format!("{}: {e}", path.display()))?;
             *s
         }};
     }
@@ -183,7 +185,9 @@ fn code(l: &Lib, r: Res) -> String {
         format!("nvrtc error {r}")
     } else {
         // SAFETY: non-null, NUL-terminated, static.
-        unsafe { CStr::from_ptr(s) }.to_string_lossy().to_lowercase()
+        unsafe { CStr::from_ptr(s) }
+            .to_string_lossy()
+            .to_lowercase()
     }
 }
 
@@ -264,7 +268,12 @@ pub fn compile(src: &str, name: &str, arch: &str, extra: &[&str]) -> Result<Comp
         }
         let mut n = 0usize;
         // SAFETY: prog compiled; n valid for a write.
-        check(l, unsafe { (l.ptx_size)(prog, &mut n) }, name, "nvrtcGetPTXSize")?;
+        check(
+            l,
+            unsafe { (l.ptx_size)(prog, &mut n) },
+            name,
+            "nvrtcGetPTXSize",
+        )?;
         let mut buf = vec![0u8; n.max(1)];
         // SAFETY: buf has the size NVRTC reported (including the NUL).
         check(
@@ -286,7 +295,12 @@ pub fn compile(src: &str, name: &str, arch: &str, extra: &[&str]) -> Result<Comp
 fn program_log(l: &Lib, prog: Prog, name: &str) -> Result<String, NvrtcError> {
     let mut n = 0usize;
     // SAFETY: prog is a live program; n valid for a write.
-    check(l, unsafe { (l.log_size)(prog, &mut n) }, name, "nvrtcGetProgramLogSize")?;
+    check(
+        l,
+        unsafe { (l.log_size)(prog, &mut n) },
+        name,
+        "nvrtcGetProgramLogSize",
+    )?;
     let mut buf = vec![0u8; n.max(1)];
     // SAFETY: buf has the size NVRTC reported (including the NUL).
     check(
@@ -326,6 +340,9 @@ mod tests {
             reason: "tried libnvrtc.so.12".into(),
         };
         let s = e.to_string();
-        assert!(s.contains("pip install nvidia-cuda-nvrtc-cu12") && s.contains(LIB_ENV), "{s}");
+        assert!(
+            s.contains("pip install nvidia-cuda-nvrtc-cu12") && s.contains(LIB_ENV),
+            "{s}"
+        );
     }
 }

@@ -5,7 +5,11 @@ use metainfer_build::chain;
 use metainfer_build::{Arg, Ckb, Constraints};
 
 fn constraints(ckb: &Ckb, hw: &str) -> Constraints {
-    let args = [Arg::str("model", "qwen2"), Arg::str("hw", hw), Arg::str("quant", "q4_k_m")];
+    let args = [
+        Arg::str("model", "qwen2"),
+        Arg::str("hw", hw),
+        Arg::str("quant", "q4_k_m"),
+    ];
     Constraints::from_args(&args, ckb).expect("valid constraints")
 }
 
@@ -20,19 +24,38 @@ fn demo_engines_plan_implement_and_pass_review() {
         // the budget counts lines of code: not blank, not only a comment, outside the generated
         // `header` module (the constraints and the family TOML's data as constants: tensor names,
         // metadata keys, pre-tokenizer regexes; it is reported beside the count)
-        let header = engine.split("\nmod header {\n").nth(1).and_then(|h| h.split("\n}\n").next()).expect("a header module");
+        let header = engine
+            .split("\nmod header {\n")
+            .nth(1)
+            .and_then(|h| h.split("\n}\n").next())
+            .expect("a header module");
         let is_code = |l: &&str| !l.is_empty() && !l.starts_with("//");
         let header_code = header.lines().map(str::trim).filter(is_code).count() + 2;
         let code = engine.lines().map(str::trim).filter(is_code).count() - header_code;
-        println!("{hw}: engine.rs has {} lines, {code} of code and {header_code} of header", engine.lines().count());
-        assert!(code < 3000, "{hw}: engine.rs has {code} lines of code, over the 3,000-line budget");
+        println!(
+            "{hw}: engine.rs has {} lines, {code} of code and {header_code} of header",
+            engine.lines().count()
+        );
+        assert!(
+            code < 3000,
+            "{hw}: engine.rs has {code} lines of code, over the 3,000-line budget"
+        );
         // the header is data and the cpu check, not a place for code to hide from the budget
-        assert!(header_code < 100, "{hw}: the generated header has {header_code} lines of code");
+        assert!(
+            header_code < 100,
+            "{hw}: the generated header has {header_code} lines of code"
+        );
         syn::parse_file(&engine).expect("engine.rs parses");
         // only the selected tensor types are compiled in
-        assert!(engine.contains("mod dot_q4_k {") && !engine.contains("mod dot_bf16 {"), "{hw}: wrong kernels");
+        assert!(
+            engine.contains("mod dot_q4_k {") && !engine.contains("mod dot_bf16 {"),
+            "{hw}: wrong kernels"
+        );
         if hw == "generic" {
-            assert!(!engine.contains("_avx2"), "generic engine must not contain avx2 kernels");
+            assert!(
+                !engine.contains("_avx2"),
+                "generic engine must not contain avx2 kernels"
+            );
         }
     }
 }
@@ -41,39 +64,91 @@ fn demo_engines_plan_implement_and_pass_review() {
 fn cuda_engines_plan_host_code_and_device_code_apart() {
     let ckb = Ckb::load(&Ckb::default_root()).expect("ckb loads");
     for (hw, quant) in [("sm_80", "q4_k_m"), ("sm_89", "q4_k_m"), ("sm_90", "awq")] {
-        let args = [Arg::str("model", "qwen2"), Arg::str("hw", hw), Arg::str("quant", quant)];
+        let args = [
+            Arg::str("model", "qwen2"),
+            Arg::str("hw", hw),
+            Arg::str("quant", quant),
+        ];
         let c = Constraints::from_args(&args, &ckb).expect("valid constraints");
         let (plan, codes, engine) = chain::implement_engine(&c, &ckb, false).expect("implements");
         let problems = chain::review_engine(&plan, &codes, &ckb);
         assert!(problems.is_empty(), "{hw}: review problems: {problems:#?}");
         let ids: Vec<&str> = plan.slots.iter().map(|s| s.id.as_str()).collect();
         // the device code is a slot of its own, kept out of engine.rs
-        let device: Vec<&str> = plan.slots.iter().filter(|s| s.device).map(|s| s.id.as_str()).collect();
+        let device: Vec<&str> = plan
+            .slots
+            .iter()
+            .filter(|s| s.device)
+            .map(|s| s.id.as_str())
+            .collect();
         assert_eq!(device, ["kernels_cuda"], "{hw}: device slots");
-        assert!(!engine.contains("__global__") && !engine.contains("mod kernels_cuda {"), "{hw}: cuda c in engine.rs");
+        assert!(
+            !engine.contains("__global__") && !engine.contains("mod kernels_cuda {"),
+            "{hw}: cuda c in engine.rs"
+        );
         // no CPU compute path: no matvec, CPU KV cache or dot kernels (the dot slots give blocks only)
         for cpu_only in ["matvec", "state_kv", "simd_avx2"] {
-            assert!(!ids.contains(&cpu_only), "{hw}: cpu section {cpu_only} in a cuda plan: {ids:?}");
+            assert!(
+                !ids.contains(&cpu_only),
+                "{hw}: cpu section {cpu_only} in a cuda plan: {ids:?}"
+            );
         }
-        assert!(plan.slots.iter().filter(|s| s.id.starts_with("dot_")).all(|s| s.variants == ["blocks"]), "{hw}: dot slots beyond blocks");
-        assert!(!engine.contains("fn dot_row("), "{hw}: a CPU dispatch in a cuda engine");
-        assert!(engine.contains("forward_decoder/cuda") && engine.contains(&format!("pub(crate) const CUDA_ARCH: &str = \"{hw}\";")), "{hw}: header / forward");
-        assert!(engine.contains(&format!("pub(crate) const KERNELS_CUDA_PTX: &str = \"kernels_cuda.{hw}.ptx\";")), "{hw}: PTX name");
+        assert!(
+            plan.slots
+                .iter()
+                .filter(|s| s.id.starts_with("dot_"))
+                .all(|s| s.variants == ["blocks"]),
+            "{hw}: dot slots beyond blocks"
+        );
+        assert!(
+            !engine.contains("fn dot_row("),
+            "{hw}: a CPU dispatch in a cuda engine"
+        );
+        assert!(
+            engine.contains("forward_decoder/cuda")
+                && engine.contains(&format!("pub(crate) const CUDA_ARCH: &str = \"{hw}\";")),
+            "{hw}: header / forward"
+        );
+        assert!(
+            engine.contains(&format!(
+                "pub(crate) const KERNELS_CUDA_PTX: &str = \"kernels_cuda.{hw}.ptx\";"
+            )),
+            "{hw}: PTX name"
+        );
         if quant == "awq" {
-            assert!(ids.contains(&"hf_reader") && ids.contains(&"tokenizer_hf"), "{hw} awq: format swaps: {ids:?}");
-            assert!(engine.contains("GgmlType::AWQ_INT4 => \"awq_int4\""), "{hw} awq: kernel suffix");
+            assert!(
+                ids.contains(&"hf_reader") && ids.contains(&"tokenizer_hf"),
+                "{hw} awq: format swaps: {ids:?}"
+            );
+            assert!(
+                engine.contains("GgmlType::AWQ_INT4 => \"awq_int4\""),
+                "{hw} awq: kernel suffix"
+            );
         }
         // the CPU dot-kernel gate does not apply; the nvrtc gate does
         let gates = chain::gate_ids(&plan, &ckb);
-        assert!(!gates.contains(&"kernels".to_string()) && gates.contains(&"nvrtc".to_string()), "{hw}: gates {gates:?}");
+        assert!(
+            !gates.contains(&"kernels".to_string()) && gates.contains(&"nvrtc".to_string()),
+            "{hw}: gates {gates:?}"
+        );
         syn::parse_file(&engine).expect("engine.rs parses");
         // with NVRTC: the entry's kernels/ holds the source and PTX for the arch
         if metainfer_build::nvrtc::available().is_ok() {
             let files = chain::kernel_files(&plan, &ckb).expect("nvrtc compiles the kernels");
             let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
-            assert_eq!(names, ["kernels/kernels_cuda.cu".to_string(), format!("kernels/kernels_cuda.{hw}.ptx")], "{hw}");
+            assert_eq!(
+                names,
+                [
+                    "kernels/kernels_cuda.cu".to_string(),
+                    format!("kernels/kernels_cuda.{hw}.ptx")
+                ],
+                "{hw}"
+            );
             let ptx = String::from_utf8(files[1].1.clone()).unwrap();
-            assert!(ptx.contains(&format!(".target {hw}")) && ptx.contains(".entry gemv_awq_int4"), "{hw}: ptx");
+            assert!(
+                ptx.contains(&format!(".target {hw}")) && ptx.contains(".entry gemv_awq_int4"),
+                "{hw}: ptx"
+            );
         }
     }
 }

@@ -47,7 +47,11 @@ macro_rules! blocks {
         #[allow(dead_code)]
         mod $m {
             use super::*;
-            include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../ckb/realizations/", $file));
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../ckb/realizations/",
+                $file
+            ));
         }
     };
 }
@@ -104,9 +108,12 @@ impl Cuda {
         }
         let init: unsafe extern "C" fn(c_uint) -> CuRes = sym!(b"cuInit\0");
         let dev_get: unsafe extern "C" fn(*mut c_int, c_int) -> CuRes = sym!(b"cuDeviceGet\0");
-        let attr: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuRes = sym!(b"cuDeviceGetAttribute\0");
-        let dev_name: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> CuRes = sym!(b"cuDeviceGetName\0");
-        let retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuRes = sym!(b"cuDevicePrimaryCtxRetain\0");
+        let attr: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuRes =
+            sym!(b"cuDeviceGetAttribute\0");
+        let dev_name: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> CuRes =
+            sym!(b"cuDeviceGetName\0");
+        let retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuRes =
+            sym!(b"cuDevicePrimaryCtxRetain\0");
         let set_cur: unsafe extern "C" fn(*mut c_void) -> CuRes = sym!(b"cuCtxSetCurrent\0");
         let mut c = Cuda {
             module_load: sym!(b"cuModuleLoadData\0"),
@@ -160,8 +167,11 @@ impl Cuda {
         let ptx = CString::new(ptx).unwrap();
         let mut m = std::ptr::null_mut();
         // SAFETY: m valid for a write; ptx NUL-terminated.
-        self.ck(unsafe { (self.module_load)(&mut m, ptx.as_ptr() as *const c_void) }, "cuModuleLoadData")
-            .unwrap();
+        self.ck(
+            unsafe { (self.module_load)(&mut m, ptx.as_ptr() as *const c_void) },
+            "cuModuleLoadData",
+        )
+        .unwrap();
         m
     }
 
@@ -169,7 +179,8 @@ impl Cuda {
         let n = CString::new(name).unwrap();
         let mut f = std::ptr::null_mut();
         // SAFETY: m is a loaded module; f valid for a write.
-        self.ck(unsafe { (self.get_function)(&mut f, m, n.as_ptr()) }, name).unwrap();
+        self.ck(unsafe { (self.get_function)(&mut f, m, n.as_ptr()) }, name)
+            .unwrap();
         f
     }
 
@@ -180,8 +191,15 @@ impl Cuda {
         unsafe {
             self.ck((self.alloc)(&mut p, bytes), "cuMemAlloc").unwrap();
             if !data.is_empty() {
-                self.ck((self.htod)(p, data.as_ptr() as *const c_void, std::mem::size_of_val(data)), "cuMemcpyHtoD")
-                    .unwrap();
+                self.ck(
+                    (self.htod)(
+                        p,
+                        data.as_ptr() as *const c_void,
+                        std::mem::size_of_val(data),
+                    ),
+                    "cuMemcpyHtoD",
+                )
+                .unwrap();
             }
         }
         p
@@ -194,8 +212,17 @@ impl Cuda {
     fn download<T: Copy + Default>(&self, p: Ptr, n: usize) -> Vec<T> {
         let mut v = vec![T::default(); n];
         // SAFETY: v holds n T's; p was allocated with at least that many bytes by the caller.
-        self.ck(unsafe { (self.dtoh)(v.as_mut_ptr() as *mut c_void, p, std::mem::size_of_val(&v[..])) }, "cuMemcpyDtoH")
-            .unwrap();
+        self.ck(
+            unsafe {
+                (self.dtoh)(
+                    v.as_mut_ptr() as *mut c_void,
+                    p,
+                    std::mem::size_of_val(&v[..]),
+                )
+            },
+            "cuMemcpyDtoH",
+        )
+        .unwrap();
         v
     }
 
@@ -215,7 +242,10 @@ impl Cuda {
                 Arg::F(x) => x.to_bits() as u64,
             })
             .collect();
-        let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
+        let mut ptrs: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| s as *mut u64 as *mut c_void)
+            .collect();
         // SAFETY: ptrs points at one live slot per kernel parameter, in order, typed as the
         // kernel's parameters (device pointers, int, float); the default stream.
         unsafe {
@@ -336,14 +366,24 @@ impl Report {
 }
 
 fn ptx_for(arch: &str) -> Result<String, String> {
-    let src_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../ckb/realizations/kernels_cuda/cuda.cu");
+    let src_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ckb/realizations/kernels_cuda/cuda.cu"
+    );
     if metainfer_build::nvrtc::available().is_ok() {
         let src = std::fs::read_to_string(src_path).map_err(|e| e.to_string())?;
-        return metainfer_build::nvrtc::compile_ptx(&src, "ckb/realizations/kernels_cuda/cuda.cu", arch)
-            .map_err(|e| e.to_string());
+        return metainfer_build::nvrtc::compile_ptx(
+            &src,
+            "ckb/realizations/kernels_cuda/cuda.cu",
+            arch,
+        )
+        .map_err(|e| e.to_string());
     }
     let dir = std::env::var("METAINFER_PTX_DIR").map_err(|_| {
-        format!("no nvrtc ({}) and METAINFER_PTX_DIR unset", metainfer_build::nvrtc::available().unwrap_err())
+        format!(
+            "no nvrtc ({}) and METAINFER_PTX_DIR unset",
+            metainfer_build::nvrtc::available().unwrap_err()
+        )
     })?;
     let f = std::path::Path::new(&dir).join(format!("kernels_cuda.cuda.{arch}.ptx"));
     std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))
@@ -355,7 +395,10 @@ fn cuda_kernels() {
     let cu = match Cuda::open() {
         Ok(c) => c,
         Err(why) => {
-            assert!(!require, "METAINFER_REQUIRE_CUDA=1 but no CUDA driver: {why}");
+            assert!(
+                !require,
+                "METAINFER_REQUIRE_CUDA=1 but no CUDA driver: {why}"
+            );
             println!("skipped: no CUDA driver ({why})");
             return;
         }
@@ -367,11 +410,19 @@ fn cuda_kernels() {
         89 => "sm_89",
         _ => "sm_80",
     };
-    assert!(cc >= 80, "device {} is {}; the cuda targets start at sm_80", cu.name, cu.arch);
+    assert!(
+        cc >= 80,
+        "device {} is {}; the cuda targets start at sm_80",
+        cu.name,
+        cu.arch
+    );
     println!("device: {} ({}), kernels for {arch}", cu.name, cu.arch);
     let ptx = ptx_for(arch).unwrap_or_else(|e| panic!("no ptx: {e}"));
     let m = cu.module(&ptx);
-    let mut rep = Report { failures: Vec::new(), passed: 0 };
+    let mut rep = Report {
+        failures: Vec::new(),
+        passed: 0,
+    };
     let mut rng = Rng(42);
 
     // -- GGUF GEMV / GEMM / get_rows --
@@ -381,7 +432,11 @@ fn cuda_kernels() {
         let row_bytes = w.len() / rows;
         let mut wf = vec![0f32; rows * cols];
         for r in 0..rows {
-            dequant(t, &w[r * row_bytes..(r + 1) * row_bytes], &mut wf[r * cols..(r + 1) * cols]);
+            dequant(
+                t,
+                &w[r * row_bytes..(r + 1) * row_bytes],
+                &mut wf[r * cols..(r + 1) * cols],
+            );
         }
         let x: Vec<f32> = (0..n_tok * cols).map(|_| rng.f()).collect();
         let bias: Vec<f32> = (0..rows).map(|_| rng.f()).collect();
@@ -389,9 +444,29 @@ fn cuda_kernels() {
         let dy = cu.zeros::<f32>(n_tok * rows);
         let warps = 4u32;
         let gx = rows.div_ceil(warps as usize) as u32;
-        cu.run(cu.func(m, &format!("gemv_{t}")), (gx, 1), (32 * warps, 1), &[P(dw), P(dx), P(dy), P(db), I(rows as i32), I(cols as i32)], t);
+        cu.run(
+            cu.func(m, &format!("gemv_{t}")),
+            (gx, 1),
+            (32 * warps, 1),
+            &[P(dw), P(dx), P(dy), P(db), I(rows as i32), I(cols as i32)],
+            t,
+        );
         let y1: Vec<f32> = cu.download(dy, rows);
-        cu.run(cu.func(m, &format!("gemm_{t}")), (gx, n_tok.div_ceil(8) as u32), (32 * warps, 1), &[P(dw), P(dx), P(dy), NULL, I(rows as i32), I(cols as i32), I(n_tok as i32)], t);
+        cu.run(
+            cu.func(m, &format!("gemm_{t}")),
+            (gx, n_tok.div_ceil(8) as u32),
+            (32 * warps, 1),
+            &[
+                P(dw),
+                P(dx),
+                P(dy),
+                NULL,
+                I(rows as i32),
+                I(cols as i32),
+                I(n_tok as i32),
+            ],
+            t,
+        );
         let yn: Vec<f32> = cu.download(dy, n_tok * rows);
         for tok in 0..n_tok {
             for r in 0..rows {
@@ -403,21 +478,36 @@ fn cuda_kernels() {
                 }
                 if tok == 0 {
                     let want = s + bias[r] as f64;
-                    rep.check(close(y1[r], want, mag + bias[r].abs() as f64, 1e-5), || format!("gemv_{t}: y[{r}] = {} want {want}", y1[r]));
+                    rep.check(close(y1[r], want, mag + bias[r].abs() as f64, 1e-5), || {
+                        format!("gemv_{t}: y[{r}] = {} want {want}", y1[r])
+                    });
                 }
                 let got = yn[tok * rows + r];
-                rep.check(close(got, s, mag, 1e-5), || format!("gemm_{t}: y[{tok}][{r}] = {got} want {s}"));
+                rep.check(close(got, s, mag, 1e-5), || {
+                    format!("gemm_{t}: y[{tok}][{r}] = {got} want {s}")
+                });
             }
         }
         let ids: Vec<i32> = vec![3, 0, 36, 3];
         let (di, dout) = (cu.upload(&ids), cu.zeros::<f32>(ids.len() * cols));
-        cu.run(cu.func(m, &format!("get_rows_{t}")), (ids.len() as u32, 1), (128, 1), &[P(dw), P(di), P(dout), I(cols as i32)], t);
+        cu.run(
+            cu.func(m, &format!("get_rows_{t}")),
+            (ids.len() as u32, 1),
+            (128, 1),
+            &[P(dw), P(di), P(dout), I(cols as i32)],
+            t,
+        );
         let out: Vec<f32> = cu.download(dout, ids.len() * cols);
         for (k, &id) in ids.iter().enumerate() {
             let want = &wf[id as usize * cols..(id as usize + 1) * cols];
             let got = &out[k * cols..(k + 1) * cols];
-            let bad = got.iter().zip(want).position(|(a, b)| a.to_bits() != b.to_bits());
-            rep.check(bad.is_none(), || format!("get_rows_{t}: row {id} differs from dequant_row_{t} at {bad:?}"));
+            let bad = got
+                .iter()
+                .zip(want)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            rep.check(bad.is_none(), || {
+                format!("get_rows_{t}: row {id} differs from dequant_row_{t} at {bad:?}")
+            });
         }
         for p in [dw, dx, db, dy, di, dout] {
             cu.free(p);
@@ -427,7 +517,9 @@ fn cuda_kernels() {
     // -- AWQ --
     let (inn, out, n_tok) = (256usize, 72usize, 11usize);
     let qw: Vec<i32> = (0..inn * out / 8).map(|_| rng.next() as i32).collect();
-    let qz: Vec<i32> = (0..inn / 128 * out / 8).map(|_| rng.next() as i32).collect();
+    let qz: Vec<i32> = (0..inn / 128 * out / 8)
+        .map(|_| rng.next() as i32)
+        .collect();
     let sc: Vec<u16> = (0..inn / 128 * out).map(|_| rng.f16() & 0x7FFF).collect();
     let order = [0usize, 2, 4, 6, 1, 3, 5, 7]; // AutoAWQ: nibble k of the int32 holds column order[k]
     let nib = |v: i32, c: usize| -> f64 {
@@ -441,12 +533,49 @@ fn cuda_kernels() {
     };
     let x: Vec<f32> = (0..n_tok * inn).map(|_| rng.f()).collect();
     let bias: Vec<f32> = (0..out).map(|_| rng.f()).collect();
-    let (dqw, dqz, dsc, dx, db) = (cu.upload(&qw), cu.upload(&qz), cu.upload(&sc), cu.upload(&x), cu.upload(&bias));
+    let (dqw, dqz, dsc, dx, db) = (
+        cu.upload(&qw),
+        cu.upload(&qz),
+        cu.upload(&sc),
+        cu.upload(&x),
+        cu.upload(&bias),
+    );
     let dy = cu.zeros::<f32>(n_tok * out);
     let gx = out.div_ceil(256) as u32;
-    cu.run(cu.func(m, "gemv_awq"), (gx, 1), (32, 8), &[P(dqw), P(dqz), P(dsc), P(dx), P(dy), P(db), I(inn as i32), I(out as i32)], "gemv_awq");
+    cu.run(
+        cu.func(m, "gemv_awq"),
+        (gx, 1),
+        (32, 8),
+        &[
+            P(dqw),
+            P(dqz),
+            P(dsc),
+            P(dx),
+            P(dy),
+            P(db),
+            I(inn as i32),
+            I(out as i32),
+        ],
+        "gemv_awq",
+    );
     let y1: Vec<f32> = cu.download(dy, out);
-    cu.run(cu.func(m, "gemm_awq"), (gx, n_tok.div_ceil(8) as u32), (32, 8), &[P(dqw), P(dqz), P(dsc), P(dx), P(dy), NULL, I(inn as i32), I(out as i32), I(n_tok as i32)], "gemm_awq");
+    cu.run(
+        cu.func(m, "gemm_awq"),
+        (gx, n_tok.div_ceil(8) as u32),
+        (32, 8),
+        &[
+            P(dqw),
+            P(dqz),
+            P(dsc),
+            P(dx),
+            P(dy),
+            NULL,
+            I(inn as i32),
+            I(out as i32),
+            I(n_tok as i32),
+        ],
+        "gemm_awq",
+    );
     let yn: Vec<f32> = cu.download(dy, n_tok * out);
     for tok in 0..n_tok {
         for o in 0..out {
@@ -458,10 +587,14 @@ fn cuda_kernels() {
             }
             if tok == 0 {
                 let want = s + bias[o] as f64;
-                rep.check(close(y1[o], want, mag + 1.0, 1e-5), || format!("gemv_awq: y[{o}] = {} want {want}", y1[o]));
+                rep.check(close(y1[o], want, mag + 1.0, 1e-5), || {
+                    format!("gemv_awq: y[{o}] = {} want {want}", y1[o])
+                });
             }
             let got = yn[tok * out + o];
-            rep.check(close(got, s, mag, 1e-5), || format!("gemm_awq: y[{tok}][{o}] = {got} want {s}"));
+            rep.check(close(got, s, mag, 1e-5), || {
+                format!("gemm_awq: y[{tok}][{o}] = {got} want {s}")
+            });
         }
     }
     for p in [dqw, dqz, dsc, dx, db, dy] {
@@ -473,7 +606,13 @@ fn cuda_kernels() {
     let x: Vec<f32> = (0..n_tok * n).map(|_| rng.f() * 3.0).collect();
     let wt: Vec<f32> = (0..n).map(|_| rng.f()).collect();
     let (dx, dw, dy) = (cu.upload(&x), cu.upload(&wt), cu.zeros::<f32>(n_tok * n));
-    cu.run(cu.func(m, "rmsnorm_f32"), (n_tok as u32, 1), (256, 1), &[P(dx), P(dw), P(dy), I(n as i32), F(eps)], "rmsnorm_f32");
+    cu.run(
+        cu.func(m, "rmsnorm_f32"),
+        (n_tok as u32, 1),
+        (256, 1),
+        &[P(dx), P(dw), P(dy), I(n as i32), F(eps)],
+        "rmsnorm_f32",
+    );
     let y: Vec<f32> = cu.download(dy, n_tok * n);
     for t in 0..n_tok {
         let xs = &x[t * n..(t + 1) * n];
@@ -482,7 +621,9 @@ fn cuda_kernels() {
         for i in 0..n {
             let want = xs[i] as f64 * scale * wt[i] as f64;
             let got = y[t * n + i];
-            rep.check(close(got, want, want.abs() + 1e-6, 1e-5), || format!("rmsnorm_f32: y[{t}][{i}] = {got} want {want}"));
+            rep.check(close(got, want, want.abs() + 1e-6, 1e-5), || {
+                format!("rmsnorm_f32: y[{t}][{i}] = {got} want {want}")
+            });
         }
     }
     for p in [dx, dw, dy] {
@@ -497,14 +638,33 @@ fn cuda_kernels() {
         let k: Vec<f32> = (0..n_tok * n_kv * hd).map(|_| rng.f()).collect();
         let (dq, dk, dp) = (cu.upload(&q), cu.upload(&k), cu.upload(&pos));
         let total = (n_tok * (n_head + n_kv) * hd / 2) as u32;
-        cu.run(cu.func(m, kernel), (total.div_ceil(256), 1), (256, 1), &[P(dq), P(dk), P(dp), I(n_tok as i32), I(n_head as i32), I(n_kv as i32), I(hd as i32), F(theta)], kernel);
+        cu.run(
+            cu.func(m, kernel),
+            (total.div_ceil(256), 1),
+            (256, 1),
+            &[
+                P(dq),
+                P(dk),
+                P(dp),
+                I(n_tok as i32),
+                I(n_head as i32),
+                I(n_kv as i32),
+                I(hd as i32),
+                F(theta),
+            ],
+            kernel,
+        );
         let (gq, gk): (Vec<f32>, Vec<f32>) = (cu.download(dq, q.len()), cu.download(dk, k.len()));
         let rope_ref = |v: &[f32], p: i32| -> Vec<f64> {
             let mut o: Vec<f64> = v.iter().map(|&x| x as f64).collect();
             for i in 0..hd / 2 {
                 let a = p as f64 * (theta as f64).powf(-2.0 * i as f64 / hd as f64);
                 let (s, c) = a.sin_cos();
-                let (ia, ib) = if neox { (i, i + hd / 2) } else { (2 * i, 2 * i + 1) };
+                let (ia, ib) = if neox {
+                    (i, i + hd / 2)
+                } else {
+                    (2 * i, 2 * i + 1)
+                };
                 let (x0, x1) = (v[ia] as f64, v[ib] as f64);
                 o[ia] = x0 * c - x1 * s;
                 o[ib] = x0 * s + x1 * c;
@@ -518,7 +678,13 @@ fn cuda_kernels() {
                     let want = rope_ref(&orig[at..at + hd], pos[t]);
                     for i in 0..hd {
                         // f32 angle pos * freq: absolute error grows with pos (1000 * 2^-24 rad)
-                        rep.check(close(got[at + i], want[i], 1.0, 2e-4), || format!("{kernel} {name}: [{t}][{h}][{i}] = {} want {}", got[at + i], want[i]));
+                        rep.check(close(got[at + i], want[i], 1.0, 2e-4), || {
+                            format!(
+                                "{kernel} {name}: [{t}][{h}][{i}] = {} want {}",
+                                got[at + i],
+                                want[i]
+                            )
+                        });
                     }
                 }
             }
@@ -535,39 +701,102 @@ fn cuda_kernels() {
     let vx: Vec<f32> = (0..n_tok * kv_dim).map(|_| rng.f()).collect();
     let q: Vec<f32> = (0..n_tok * n_head * hd).map(|_| rng.f()).collect();
     let pos: Vec<i32> = (0..n_tok as i32).collect();
-    let (dk, dv, dp, dq) = (cu.upload(&kx), cu.upload(&vx), cu.upload(&pos), cu.upload(&q));
-    let (kc, vc) = (cu.zeros::<u16>(max_seq * kv_dim), cu.zeros::<u16>(max_seq * kv_dim));
+    let (dk, dv, dp, dq) = (
+        cu.upload(&kx),
+        cu.upload(&vx),
+        cu.upload(&pos),
+        cu.upload(&q),
+    );
+    let (kc, vc) = (
+        cu.zeros::<u16>(max_seq * kv_dim),
+        cu.zeros::<u16>(max_seq * kv_dim),
+    );
     let nkv = (n_tok * kv_dim) as u32;
-    cu.run(cu.func(m, "kv_append_f16"), (nkv.div_ceil(256), 1), (256, 1), &[P(dk), P(dv), P(kc), P(vc), P(dp), I(n_tok as i32), I(kv_dim as i32)], "kv_append_f16");
+    cu.run(
+        cu.func(m, "kv_append_f16"),
+        (nkv.div_ceil(256), 1),
+        (256, 1),
+        &[
+            P(dk),
+            P(dv),
+            P(kc),
+            P(vc),
+            P(dp),
+            I(n_tok as i32),
+            I(kv_dim as i32),
+        ],
+        "kv_append_f16",
+    );
     let kh: Vec<u16> = cu.download(kc, max_seq * kv_dim);
     let vh: Vec<u16> = cu.download(vc, max_seq * kv_dim);
     let kf: Vec<f32> = kh.iter().map(|&h| fp16_to_f32(h)).collect();
     let vf: Vec<f32> = vh.iter().map(|&h| fp16_to_f32(h)).collect();
     for i in 0..n_tok * kv_dim {
-        rep.check((kf[i] - kx[i]).abs() <= kx[i].abs() * (1.0 / 2048.0) + 1e-7, || format!("kv_append_f16: k[{i}] = {} from {}", kf[i], kx[i]));
-        rep.check((vf[i] - vx[i]).abs() <= vx[i].abs() * (1.0 / 2048.0) + 1e-7, || format!("kv_append_f16: v[{i}] = {} from {}", vf[i], vx[i]));
+        rep.check(
+            (kf[i] - kx[i]).abs() <= kx[i].abs() * (1.0 / 2048.0) + 1e-7,
+            || format!("kv_append_f16: k[{i}] = {} from {}", kf[i], kx[i]),
+        );
+        rep.check(
+            (vf[i] - vx[i]).abs() <= vx[i].abs() * (1.0 / 2048.0) + 1e-7,
+            || format!("kv_append_f16: v[{i}] = {} from {}", vf[i], vx[i]),
+        );
     }
     let scale = 1.0 / (hd as f32).sqrt();
     let attn_ref = |t: usize, h: usize| -> Vec<f64> {
         let kvh = h / (n_head / n_kv);
         let qh = &q[(t * n_head + h) * hd..][..hd];
         let s: Vec<f64> = (0..=pos[t] as usize)
-            .map(|p| (0..hd).map(|d| qh[d] as f64 * kf[p * kv_dim + kvh * hd + d] as f64).sum::<f64>() * scale as f64)
+            .map(|p| {
+                (0..hd)
+                    .map(|d| qh[d] as f64 * kf[p * kv_dim + kvh * hd + d] as f64)
+                    .sum::<f64>()
+                    * scale as f64
+            })
             .collect();
         let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
         let z: f64 = e.iter().sum();
-        (0..hd).map(|d| e.iter().enumerate().map(|(p, w)| w * vf[p * kv_dim + kvh * hd + d] as f64).sum::<f64>() / z).collect()
+        (0..hd)
+            .map(|d| {
+                e.iter()
+                    .enumerate()
+                    .map(|(p, w)| w * vf[p * kv_dim + kvh * hd + d] as f64)
+                    .sum::<f64>()
+                    / z
+            })
+            .collect()
     };
     let dout = cu.zeros::<f32>(n_tok * n_head * hd);
-    cu.run(cu.func(m, "attention_f16kv"), (n_head as u32, n_tok as u32), (128, 1), &[P(dq), P(kc), P(vc), P(dout), P(dp), I(n_tok as i32), I(n_head as i32), I(n_kv as i32), I(hd as i32), F(scale)], "attention_f16kv");
+    cu.run(
+        cu.func(m, "attention_f16kv"),
+        (n_head as u32, n_tok as u32),
+        (128, 1),
+        &[
+            P(dq),
+            P(kc),
+            P(vc),
+            P(dout),
+            P(dp),
+            I(n_tok as i32),
+            I(n_head as i32),
+            I(n_kv as i32),
+            I(hd as i32),
+            F(scale),
+        ],
+        "attention_f16kv",
+    );
     let o: Vec<f32> = cu.download(dout, n_tok * n_head * hd);
     for t in 0..n_tok {
         for h in 0..n_head {
             let want = attn_ref(t, h);
             for d in 0..hd {
                 let got = o[(t * n_head + h) * hd + d];
-                rep.check(close(got, want[d], 1.0, 1e-5), || format!("attention_f16kv prefill: [{t}][{h}][{d}] = {got} want {}", want[d]));
+                rep.check(close(got, want[d], 1.0, 1e-5), || {
+                    format!(
+                        "attention_f16kv prefill: [{t}][{h}][{d}] = {got} want {}",
+                        want[d]
+                    )
+                });
             }
         }
     }
@@ -575,12 +804,35 @@ fn cuda_kernels() {
     let t_last = n_tok - 1;
     let dq1 = cu.upload(&q[t_last * n_head * hd..]);
     let dp1 = cu.upload(&pos[t_last..]);
-    cu.run(cu.func(m, "attention_f16kv"), (n_head as u32, 1), (128, 1), &[P(dq1), P(kc), P(vc), P(dout), P(dp1), I(1), I(n_head as i32), I(n_kv as i32), I(hd as i32), F(scale)], "attention_f16kv decode");
+    cu.run(
+        cu.func(m, "attention_f16kv"),
+        (n_head as u32, 1),
+        (128, 1),
+        &[
+            P(dq1),
+            P(kc),
+            P(vc),
+            P(dout),
+            P(dp1),
+            I(1),
+            I(n_head as i32),
+            I(n_kv as i32),
+            I(hd as i32),
+            F(scale),
+        ],
+        "attention_f16kv decode",
+    );
     let o1: Vec<f32> = cu.download(dout, n_head * hd);
     for h in 0..n_head {
         let want = attn_ref(t_last, h);
         for d in 0..hd {
-            rep.check(close(o1[h * hd + d], want[d], 1.0, 1e-5), || format!("attention_f16kv decode: [{h}][{d}] = {} want {}", o1[h * hd + d], want[d]));
+            rep.check(close(o1[h * hd + d], want[d], 1.0, 1e-5), || {
+                format!(
+                    "attention_f16kv decode: [{h}][{d}] = {} want {}",
+                    o1[h * hd + d],
+                    want[d]
+                )
+            });
         }
     }
     for p in [dk, dv, dp, dq, kc, vc, dout, dq1, dp1] {
@@ -592,16 +844,32 @@ fn cuda_kernels() {
     let g: Vec<f32> = (0..n).map(|_| rng.f() * 8.0).collect();
     let u: Vec<f32> = (0..n).map(|_| rng.f()).collect();
     let (dg, du, dy) = (cu.upload(&g), cu.upload(&u), cu.zeros::<f32>(n));
-    cu.run(cu.func(m, "swiglu_f32"), (4, 1), (256, 1), &[P(dg), P(du), P(dy), I(n as i32)], "swiglu_f32");
+    cu.run(
+        cu.func(m, "swiglu_f32"),
+        (4, 1),
+        (256, 1),
+        &[P(dg), P(du), P(dy), I(n as i32)],
+        "swiglu_f32",
+    );
     let y: Vec<f32> = cu.download(dy, n);
     for i in 0..n {
         let want = g[i] as f64 / (1.0 + (-g[i] as f64).exp()) * u[i] as f64;
-        rep.check(close(y[i], want, want.abs() + 1e-6, 1e-5), || format!("swiglu_f32: [{i}] = {} want {want}", y[i]));
+        rep.check(close(y[i], want, want.abs() + 1e-6, 1e-5), || {
+            format!("swiglu_f32: [{i}] = {} want {want}", y[i])
+        });
     }
-    cu.run(cu.func(m, "add_f32"), (4, 1), (256, 1), &[P(dg), P(du), I(n as i32)], "add_f32");
+    cu.run(
+        cu.func(m, "add_f32"),
+        (4, 1),
+        (256, 1),
+        &[P(dg), P(du), I(n as i32)],
+        "add_f32",
+    );
     let s: Vec<f32> = cu.download(dg, n);
     for i in 0..n {
-        rep.check(s[i] == g[i] + u[i], || format!("add_f32: [{i}] = {} want {}", s[i], g[i] + u[i]));
+        rep.check(s[i] == g[i] + u[i], || {
+            format!("add_f32: [{i}] = {} want {}", s[i], g[i] + u[i])
+        });
     }
     for p in [dg, du, dy] {
         cu.free(p);
@@ -615,7 +883,13 @@ fn cuda_kernels() {
     logits[5_000] = 20.0; // tie: the lower id wins
     logits[9] = f32::NEG_INFINITY;
     let (dl, dout) = (cu.upload(&logits), cu.zeros::<i32>(1));
-    cu.run(cu.func(m, "argmax_f32"), (1, 1), (1024, 1), &[P(dl), I(n as i32), P(dout)], "argmax_f32");
+    cu.run(
+        cu.func(m, "argmax_f32"),
+        (1, 1),
+        (1024, 1),
+        &[P(dl), I(n as i32), P(dout)],
+        "argmax_f32",
+    );
     let a: Vec<i32> = cu.download(dout, 1);
     rep.check(a[0] == 5_000, || format!("argmax_f32 = {} want 5000", a[0]));
     let mut order: Vec<usize> = (0..n).filter(|&i| logits[i].is_finite()).collect();
@@ -623,13 +897,26 @@ fn cuda_kernels() {
     let top_k = 40usize;
     let top: Vec<usize> = order[..top_k].to_vec();
     let sample = |k: i32, temp: f32, u: f32| -> i32 {
-        cu.run(cu.func(m, "sample_topk_f32"), (1, 1), (1024, 1), &[P(dl), I(n as i32), I(k), F(temp), F(u), P(dout)], "sample_topk_f32");
+        cu.run(
+            cu.func(m, "sample_topk_f32"),
+            (1, 1),
+            (1024, 1),
+            &[P(dl), I(n as i32), I(k), F(temp), F(u), P(dout)],
+            "sample_topk_f32",
+        );
         cu.download::<i32>(dout, 1)[0]
     };
-    rep.check(sample(40, 0.0, 0.5) == 5_000, || "sample_topk_f32 at temperature 0 is not argmax".into());
-    rep.check(sample(1, 1.0, 0.9) == 5_000, || "sample_topk_f32 with top_k 1 is not argmax".into());
+    rep.check(sample(40, 0.0, 0.5) == 5_000, || {
+        "sample_topk_f32 at temperature 0 is not argmax".into()
+    });
+    rep.check(sample(1, 1.0, 0.9) == 5_000, || {
+        "sample_topk_f32 with top_k 1 is not argmax".into()
+    });
     // the draw: reference softmax over the top-k, cumulative, at a few u
-    let p: Vec<f64> = top.iter().map(|&i| ((logits[i] - logits[top[0]]) as f64 / 0.7).exp()).collect();
+    let p: Vec<f64> = top
+        .iter()
+        .map(|&i| ((logits[i] - logits[top[0]]) as f64 / 0.7).exp())
+        .collect();
     let z: f64 = p.iter().sum();
     for u in [0.0f32, 0.3, 0.55, 0.8, 0.97, 0.999] {
         let (mut run, mut want) = (0.0, top[top_k - 1]);
@@ -641,18 +928,38 @@ fn cuda_kernels() {
             }
         }
         let got = sample(top_k as i32, 0.7, u);
-        rep.check(got as usize == want || top.contains(&(got as usize)) && (run - u as f64 * z).abs() < 1e-4 * z, || format!("sample_topk_f32(u = {u}) = {got} want {want}"));
+        rep.check(
+            got as usize == want
+                || top.contains(&(got as usize)) && (run - u as f64 * z).abs() < 1e-4 * z,
+            || format!("sample_topk_f32(u = {u}) = {got} want {want}"),
+        );
     }
     let mut inf_logits = logits.clone();
     inf_logits[123] = f32::INFINITY;
     let dl2 = cu.upload(&inf_logits);
-    cu.run(cu.func(m, "sample_topk_f32"), (1, 1), (1024, 1), &[P(dl2), I(n as i32), I(40), F(1.0), F(0.99), P(dout)], "sample_topk_f32 inf");
+    cu.run(
+        cu.func(m, "sample_topk_f32"),
+        (1, 1),
+        (1024, 1),
+        &[P(dl2), I(n as i32), I(40), F(1.0), F(0.99), P(dout)],
+        "sample_topk_f32 inf",
+    );
     let gi: Vec<i32> = cu.download(dout, 1);
-    rep.check(gi[0] == 123, || format!("sample_topk_f32 with a +inf logit = {} want 123", gi[0]));
+    rep.check(gi[0] == 123, || {
+        format!("sample_topk_f32 with a +inf logit = {} want 123", gi[0])
+    });
     for p in [dl, dl2, dout] {
         cu.free(p);
     }
 
-    println!("cuda kernels: {} checks passed, {} failed", rep.passed, rep.failures.len());
-    assert!(rep.failures.is_empty(), "cuda kernels:\n{}", rep.failures.join("\n"));
+    println!(
+        "cuda kernels: {} checks passed, {} failed",
+        rep.passed,
+        rep.failures.len()
+    );
+    assert!(
+        rep.failures.is_empty(),
+        "cuda kernels:\n{}",
+        rep.failures.join("\n")
+    );
 }

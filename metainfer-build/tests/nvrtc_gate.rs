@@ -42,7 +42,8 @@ fn nvrtc_gate() {
     let (lib, (maj, min)) = nvrtc::version().expect("nvrtc version");
     println!("nvrtc {maj}.{min} from {}", lib.display());
 
-    let ckb = Ckb::load(Ckb::default_root()).unwrap_or_else(|e| panic!("the ckb does not load: {e}"));
+    let ckb =
+        Ckb::load(Ckb::default_root()).unwrap_or_else(|e| panic!("the ckb does not load: {e}"));
     let archs: Vec<&str> = ckb
         .targets
         .values()
@@ -65,7 +66,9 @@ fn nvrtc_gate() {
             let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
             let kernels: Vec<&str> = c.interface.iter().filter_map(|i| kernel_name(i)).collect();
             if kernels.is_empty() {
-                failures.push(format!("{name}: contract {id} lists no __global__ kernel in its interface"));
+                failures.push(format!(
+                    "{name}: contract {id} lists no __global__ kernel in its interface"
+                ));
             }
             for arch in &archs {
                 let t0 = Instant::now();
@@ -79,8 +82,10 @@ fn nvrtc_gate() {
                 compiled += 1;
                 if let Some(dir) = std::env::var_os("METAINFER_PTX_OUT") {
                     // For machines without NVRTC (scripts/device-check.sh carries these).
-                    let f = std::path::Path::new(&dir).join(format!("{id}.{}.{arch}.ptx", r.variant));
-                    std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&f, &out.ptx))
+                    let f =
+                        std::path::Path::new(&dir).join(format!("{id}.{}.{arch}.ptx", r.variant));
+                    std::fs::create_dir_all(&dir)
+                        .and_then(|_| std::fs::write(&f, &out.ptx))
                         .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
                 }
                 println!(
@@ -89,21 +94,38 @@ fn nvrtc_gate() {
                     t0.elapsed().as_secs_f64()
                 );
                 if !out.log.is_empty() {
-                    failures.push(format!("{name} ({arch}): nvrtc warnings (the gate allows none):\n{}", out.log));
+                    failures.push(format!(
+                        "{name} ({arch}): nvrtc warnings (the gate allows none):\n{}",
+                        out.log
+                    ));
                 }
                 let target = format!(".target {arch}");
-                if !out.ptx.lines().any(|l| l.trim() == target || l.trim().starts_with(&format!("{target},"))) {
+                if !out
+                    .ptx
+                    .lines()
+                    .any(|l| l.trim() == target || l.trim().starts_with(&format!("{target},")))
+                {
                     failures.push(format!("{name} ({arch}): the ptx has no `{target}` line"));
                 }
                 for k in &kernels {
                     let entry = format!(".entry {k}(");
                     if !out.ptx.contains(&entry) {
-                        failures.push(format!("{name} ({arch}): the ptx has no `.entry {k}` (interface of {id})"));
+                        failures.push(format!(
+                            "{name} ({arch}): the ptx has no `.entry {k}` (interface of {id})"
+                        ));
                     }
                 }
             }
         }
     }
-    assert!(compiled > 0 || !failures.is_empty(), "no .cu realizations in the ckb");
-    assert!(failures.is_empty(), "nvrtc gate: {} problem(s):\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        compiled > 0 || !failures.is_empty(),
+        "no .cu realizations in the ckb"
+    );
+    assert!(
+        failures.is_empty(),
+        "nvrtc gate: {} problem(s):\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }

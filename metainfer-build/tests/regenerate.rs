@@ -15,7 +15,11 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
+                let rel = p
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
                 out.insert(rel, std::fs::read(&p).unwrap());
             }
         }
@@ -27,21 +31,42 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 fn regenerated_entry_is_byte_identical_to_the_committed_one() {
     let ckb = Ckb::load(Ckb::default_root()).unwrap();
     let root = ckb.workspace_root();
-    let c = Constraints::from_args(&[Arg::str("model", "qwen2"), Arg::str("hw", "generic"), Arg::str("quant", "q4_k_m"), Arg::new("features", ArgValue::List(vec!["server".into()]))], &ckb)
-        .unwrap();
+    let c = Constraints::from_args(
+        &[
+            Arg::str("model", "qwen2"),
+            Arg::str("hw", "generic"),
+            Arg::str("quant", "q4_k_m"),
+            Arg::new("features", ArgValue::List(vec!["server".into()])),
+        ],
+        &ckb,
+    )
+    .unwrap();
     let committed = root.join("cache").join(c.key());
-    assert!(committed.is_dir(), "the demo's generic engine is committed under {}", committed.display());
+    assert!(
+        committed.is_dir(),
+        "the demo's generic engine is committed under {}",
+        committed.display()
+    );
 
     let tmp = root.join("target/regenerate-test-cache");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).unwrap();
-    let mut ctx = BuildContext::for_workspace(&root).unwrap().with_mode(Mode::Auto, "test");
+    let mut ctx = BuildContext::for_workspace(&root)
+        .unwrap()
+        .with_mode(Mode::Auto, "test");
     ctx.cache = Cache::new(&tmp, &root);
     let entry = ensure(&c, &ckb, &ctx).expect("the chain regenerates the entry");
 
     let (want, got) = (files(&committed), files(&entry.dir));
-    assert_eq!(want.keys().collect::<Vec<_>>(), got.keys().collect::<Vec<_>>(), "same files");
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>(),
+        "same files"
+    );
     for (name, bytes) in &want {
-        assert!(bytes == &got[name], "{name} differs from the committed entry");
+        assert!(
+            bytes == &got[name],
+            "{name} differs from the committed entry"
+        );
     }
 }

@@ -158,20 +158,31 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Cmd::Show { key } => show(&env, &key),
         Cmd::Verify { key } => verify(&env, &key),
         Cmd::Ckb { cmd: CkbCmd::Check } => ckb_check(&env),
-        Cmd::Ckb { cmd: CkbCmd::Proposals } => ckb_proposals(&env),
-        Cmd::Ckb { cmd: CkbCmd::Adopt { proposal } } => ckb_adopt(&env, &proposal),
+        Cmd::Ckb {
+            cmd: CkbCmd::Proposals,
+        } => ckb_proposals(&env),
+        Cmd::Ckb {
+            cmd: CkbCmd::Adopt { proposal },
+        } => ckb_adopt(&env, &proposal),
     }
 }
 
 fn ckb_proposals(env: &Env) -> anyhow::Result<bool> {
     let all = metainfer_build::ckb::adopt::list(&env.ckb_root);
     if all.is_empty() {
-        out!("metainfer: no proposals in {}", env.show(&env.ckb_root.join("proposals")));
+        out!(
+            "metainfer: no proposals in {}",
+            env.show(&env.ckb_root.join("proposals"))
+        );
     }
     for (id, p) in all {
         match p {
             Ok(p) => {
-                let gates: Vec<String> = p.gate.iter().map(|g| format!("{} {}", g.id, g.status)).collect();
+                let gates: Vec<String> = p
+                    .gate
+                    .iter()
+                    .map(|g| format!("{} {}", g.id, g.status))
+                    .collect();
                 out!(
                     "{id}  contract {} v{} for {} by {} in {} round(s); gates: {}",
                     p.contract,
@@ -519,8 +530,14 @@ fn verify(env: &Env, key: &str) -> anyhow::Result<bool> {
     let engine = std::fs::read_to_string(entry.engine_path())
         .with_context(|| format!("reading {}", env.show(&entry.engine_path())))?;
     let mut kernels = Vec::new();
-    for f in entry.manifest.files.keys().filter(|f| f.starts_with("kernels/")) {
-        let bytes = std::fs::read(entry.path(f)).with_context(|| format!("reading {}", env.show(&entry.path(f))))?;
+    for f in entry
+        .manifest
+        .files
+        .keys()
+        .filter(|f| f.starts_with("kernels/"))
+    {
+        let bytes = std::fs::read(entry.path(f))
+            .with_context(|| format!("reading {}", env.show(&entry.path(f))))?;
         kernels.push((f.clone(), bytes));
     }
     let ctx = env.context()?;

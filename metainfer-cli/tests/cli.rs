@@ -163,7 +163,10 @@ fn prepare_check_reports_stale_tampered_and_invalid() {
         err.contains(&format!("broken    {}", &eight[..16])),
         "{err}"
     );
-    assert!(err.contains("run `cargo metainfer prepare --refresh`"), "{err}");
+    assert!(
+        err.contains("run `cargo metainfer prepare --refresh`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -275,7 +278,10 @@ fn ckb_proposals_and_adopt_refusals() {
     assert!(ok && out.contains("no proposals"), "{out}");
     let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/nope"]);
     assert!(!ok);
-    assert!(err.contains("no proposal `dot_f32/nope`") && err.contains("proposals: none"), "{err}");
+    assert!(
+        err.contains("no proposal `dot_f32/nope`") && err.contains("proposals: none"),
+        "{err}"
+    );
 
     // A proposal whose code was edited after its gates passed is not adopted.
     let dir = ckb.join("proposals/dot_f32/scalar-0123456789ab");
@@ -289,13 +295,24 @@ fn ckb_proposals_and_adopt_refusals() {
     );
     std::fs::write(dir.join("proposal.toml"), proposal).unwrap();
     let (ok, out, _) = metainfer(&ws.root, &["--ckb", k, "ckb", "proposals"]);
-    assert!(ok && out.contains("dot_f32/scalar-0123456789ab  contract dot_f32 v1 for generic by m in 2 round(s)"), "{out}");
-    let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/scalar-0123456789ab"]);
+    assert!(
+        ok && out.contains(
+            "dot_f32/scalar-0123456789ab  contract dot_f32 v1 for generic by m in 2 round(s)"
+        ),
+        "{out}"
+    );
+    let (ok, _, err) = metainfer(
+        &ws.root,
+        &["--ckb", k, "ckb", "adopt", "dot_f32/scalar-0123456789ab"],
+    );
     assert!(!ok);
     assert!(err.contains("was edited after its gates passed"), "{err}");
     // Restored, it still may not replace the contract's existing `scalar` realization.
     std::fs::write(dir.join("realization.rs"), code).unwrap();
-    let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/scalar-0123456789ab"]);
+    let (ok, _, err) = metainfer(
+        &ws.root,
+        &["--ckb", k, "ckb", "adopt", "dot_f32/scalar-0123456789ab"],
+    );
     assert!(!ok);
     assert!(err.contains("already has a realization `scalar`"), "{err}");
     assert!(dir.exists(), "a refused proposal stays where it was");

@@ -184,7 +184,8 @@ fn a_users_crates_generate_cache_run_vendor_and_check_an_engine() {
     let (ok, out) = user.cargo(&w1, &["build", "-p", "app"], &[]);
     assert!(ok, "{out}");
     assert!(
-        out.contains("metainfer: generating engine") && out.contains("later builds use the cache entry"),
+        out.contains("metainfer: generating engine")
+            && out.contains("later builds use the cache entry"),
         "{out}"
     );
     assert!(

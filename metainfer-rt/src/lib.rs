@@ -14,6 +14,8 @@
 //! - with the cargo feature `hf`, [`tokenizers`] (Hugging Face checkpoints), and with `cuda`,
 //!   [`cudarc`] (the CUDA driver API, loaded at run time) for engines of a cuda target.
 
+#[cfg(feature = "cuda")]
+pub use cudarc;
 pub use fancy_regex;
 pub use half;
 pub use memmap2;
@@ -22,8 +24,6 @@ pub use minijinja_contrib;
 pub use serde_json;
 #[cfg(feature = "hf")]
 pub use tokenizers;
-#[cfg(feature = "cuda")]
-pub use cudarc;
 
 #[cfg(feature = "server")]
 pub mod server;
@@ -36,11 +36,19 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum Error {
     /// The model file could not be opened or mapped.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The model file is malformed: `field` names the offending part (e.g. `tensor[12].offset`).
     Format { field: String, detail: String },
     /// The model file is well formed but not the one this engine was generated for.
-    Mismatch { what: String, expected: String, found: String, fix: String },
+    Mismatch {
+        what: String,
+        expected: String,
+        found: String,
+        fix: String,
+    },
     /// The prompt plus the requested tokens do not fit the context.
     ContextFull { needed: usize, limit: usize },
     /// A generation parameter is out of range.
@@ -96,7 +104,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A [`Error::Format`] error for `field`.
     pub fn format(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Error::Format { field: field.into(), detail: detail.into() }
+        Error::Format {
+            field: field.into(),
+            detail: detail.into(),
+        }
     }
 }
 
@@ -144,14 +155,24 @@ impl GenParams {
 
     /// Sampling with `temperature` and common defaults (top-k 40, top-p 0.95, min-p 0.05).
     pub fn sampled(max_tokens: usize, temperature: f32, seed: u64) -> Self {
-        GenParams { temperature, top_k: 40, top_p: 0.95, min_p: 0.05, seed, ..Self::greedy(max_tokens) }
+        GenParams {
+            temperature,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            seed,
+            ..Self::greedy(max_tokens)
+        }
     }
 
     /// Checks every field's range; the message names the field and its allowed range.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Params(m));
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return bad(format!("temperature is {}, must be a finite number >= 0", self.temperature));
+            return bad(format!(
+                "temperature is {}, must be a finite number >= 0",
+                self.temperature
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad(format!("top_p is {}, must be in (0, 1]", self.top_p));
@@ -160,7 +181,10 @@ impl GenParams {
             return bad(format!("min_p is {}, must be in [0, 1]", self.min_p));
         }
         if !(self.repeat_penalty > 0.0 && self.repeat_penalty.is_finite()) {
-            return bad(format!("repeat_penalty is {}, must be a finite number > 0", self.repeat_penalty));
+            return bad(format!(
+                "repeat_penalty is {}, must be a finite number > 0",
+                self.repeat_penalty
+            ));
         }
         if self.stop.iter().any(|s| s.is_empty()) {
             return bad("stop strings must not be empty".into());
@@ -185,7 +209,10 @@ pub struct Message {
 
 impl Message {
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Message { role: role.into(), content: content.into() }
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
     }
     pub fn system(content: impl Into<String>) -> Self {
         Self::new("system", content)
@@ -225,10 +252,18 @@ pub struct Stats {
 impl Stats {
     /// Prompt tokens per second.
     pub fn pp_tok_s(&self) -> f64 {
-        if self.prefill_s > 0.0 { self.prompt_tokens as f64 / self.prefill_s } else { 0.0 }
+        if self.prefill_s > 0.0 {
+            self.prompt_tokens as f64 / self.prefill_s
+        } else {
+            0.0
+        }
     }
     /// Generated tokens per second (the first generated token comes from the prefill logits).
     pub fn tg_tok_s(&self) -> f64 {
-        if self.decode_s > 0.0 { self.gen_tokens.saturating_sub(1) as f64 / self.decode_s } else { 0.0 }
+        if self.decode_s > 0.0 {
+            self.gen_tokens.saturating_sub(1) as f64 / self.decode_s
+        } else {
+            0.0
+        }
     }
 }

@@ -30,7 +30,12 @@ struct Fake {
 }
 
 impl Fake {
-    fn run(&mut self, n_prompt: usize, p: &GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> metainfer_rt::Result<(String, Stats)> {
+    fn run(
+        &mut self,
+        n_prompt: usize,
+        p: &GenParams,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> metainfer_rt::Result<(String, Stats)> {
         let mut text = String::new();
         let (mut produced, mut finish) = (0, FinishReason::Length);
         for i in 0..p.max_tokens {
@@ -40,7 +45,11 @@ impl Fake {
                 break;
             }
             produced += 1;
-            let piece = if i == 0 { format!("tok{i}") } else { format!(" tok{i}") };
+            let piece = if i == 0 {
+                format!("tok{i}")
+            } else {
+                format!(" tok{i}")
+            };
             text.push_str(&piece);
             if !on_text(&piece) {
                 finish = FinishReason::Cancelled;
@@ -52,7 +61,15 @@ impl Fake {
         r.produced = produced;
         r.finish = Some(finish);
         r.params = Some(p.clone());
-        Ok((text, Stats { prompt_tokens: n_prompt, gen_tokens: produced, finish, ..Stats::default() }))
+        Ok((
+            text,
+            Stats {
+                prompt_tokens: n_prompt,
+                gen_tokens: produced,
+                finish,
+                ..Stats::default()
+            },
+        ))
     }
 }
 
@@ -66,7 +83,12 @@ impl Backend for Fake {
     fn count_tokens(&self, text: &str) -> usize {
         text.split_whitespace().count()
     }
-    fn complete(&mut self, prompt: &str, p: &GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> metainfer_rt::Result<(String, Stats)> {
+    fn complete(
+        &mut self,
+        prompt: &str,
+        p: &GenParams,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> metainfer_rt::Result<(String, Stats)> {
         self.state.lock().unwrap().prompt = prompt.to_string();
         match prompt {
             "PANIC" => panic!("the fake engine panicked on purpose"),
@@ -75,10 +97,17 @@ impl Backend for Fake {
         }
         self.run(self.count_tokens(prompt), p, on_text)
     }
-    fn chat(&mut self, messages: &[Message], p: &GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> metainfer_rt::Result<(String, Stats)> {
+    fn chat(
+        &mut self,
+        messages: &[Message],
+        p: &GenParams,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> metainfer_rt::Result<(String, Stats)> {
         self.state.lock().unwrap().messages = messages.to_vec();
         if messages.iter().any(|m| m.content == "NO_TEMPLATE") {
-            return Err(Error::Template("the model file has no chat template".into()));
+            return Err(Error::Template(
+                "the model file has no chat template".into(),
+            ));
         }
         let n: usize = messages.iter().map(|m| self.count_tokens(&m.content)).sum();
         self.run(n, p, on_text)
@@ -105,7 +134,10 @@ impl Setup {
             if r.done >= n {
                 return r;
             }
-            assert!(t0.elapsed() < Duration::from_secs(5), "the backend did not finish in time: {r:?}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the backend did not finish in time: {r:?}"
+            );
             drop(r);
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -119,7 +151,11 @@ fn start(delay_ms: u64, cfg: ServerConfig) -> Setup {
 
 fn start_ctx(delay_ms: u64, max_seq: usize, cfg: ServerConfig) -> Setup {
     let state = Arc::new(Mutex::new(Record::default()));
-    let fake = Fake { state: state.clone(), delay: Duration::from_millis(delay_ms), max_seq };
+    let fake = Fake {
+        state: state.clone(),
+        delay: Duration::from_millis(delay_ms),
+        max_seq,
+    };
     let server = Server::bind("127.0.0.1:0", fake, cfg).unwrap().spawn();
     Setup { server, state }
 }
@@ -129,7 +165,9 @@ fn quick() -> Setup {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build()
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build()
 }
 
 struct Resp {
@@ -142,7 +180,8 @@ struct Resp {
 
 impl Resp {
     fn json(&self) -> Value {
-        metainfer_rt::serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        metainfer_rt::serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
     /// The error envelope, checked for its four fields.
     fn error(&self) -> Value {
@@ -150,7 +189,11 @@ impl Resp {
         let e = v["error"].clone();
         assert!(e.is_object(), "no error envelope: {}", self.body);
         for k in ["message", "type", "param", "code"] {
-            assert!(e.get(k).is_some(), "the error envelope lacks '{k}': {}", self.body);
+            assert!(
+                e.get(k).is_some(),
+                "the error envelope lacks '{k}': {}",
+                self.body
+            );
         }
         assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()));
         e
@@ -173,7 +216,12 @@ fn to_resp(r: Result<ureq::Response, ureq::Error>) -> Resp {
 }
 
 fn post(url: &str, body: &str) -> Resp {
-    to_resp(agent().post(url).set("content-type", "application/json").send_string(body))
+    to_resp(
+        agent()
+            .post(url)
+            .set("content-type", "application/json")
+            .send_string(body),
+    )
 }
 
 fn post_json(url: &str, body: Value) -> Resp {
@@ -186,7 +234,11 @@ fn post_json(url: &str, body: Value) -> Resp {
 fn sse_events(body: &str) -> Vec<String> {
     body.split("\n\n")
         .filter(|e| !e.trim().is_empty())
-        .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("not an SSE data event: {e:?}")).to_string())
+        .map(|e| {
+            e.strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("not an SSE data event: {e:?}"))
+                .to_string()
+        })
         .collect()
 }
 
@@ -211,21 +263,39 @@ fn models_lists_the_one_model() {
     assert_eq!(v["data"][0]["object"], "model");
     assert_eq!(v["data"][0]["context_length"], 64);
     let r = to_resp(agent().get(&t.url("/v1/models/fake-model")).call());
-    assert_eq!((r.status, r.json()["id"].clone()), (200, json!("fake-model")));
+    assert_eq!(
+        (r.status, r.json()["id"].clone()),
+        (200, json!("fake-model"))
+    );
     let r = to_resp(agent().get(&t.url("/v1/models/other")).call());
     assert_eq!(r.status, 404);
     assert_eq!(r.error()["code"], "model_not_found");
     // the client's own request id is echoed
-    let r = to_resp(agent().get(&t.url("/v1/models")).set("x-request-id", "abc-123").call());
+    let r = to_resp(
+        agent()
+            .get(&t.url("/v1/models"))
+            .set("x-request-id", "abc-123")
+            .call(),
+    );
     assert_eq!(r.request_id.as_deref(), Some("abc-123"));
 }
 
 #[test]
 fn model_id_can_be_overridden() {
-    let t = start(0, ServerConfig { model_id: Some("my-name".into()), ..Default::default() });
+    let t = start(
+        0,
+        ServerConfig {
+            model_id: Some("my-name".into()),
+            ..Default::default()
+        },
+    );
     let v = to_resp(agent().get(&t.url("/v1/models")).call()).json();
     assert_eq!(v["data"][0]["id"], "my-name");
-    let v = post_json(&t.url("/v1/completions"), json!({"prompt": "a", "max_tokens": 1})).json();
+    let v = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a", "max_tokens": 1}),
+    )
+    .json();
     assert_eq!(v["model"], "my-name");
 }
 
@@ -248,9 +318,15 @@ fn chat_completion() {
     assert_eq!(c["message"]["role"], "assistant");
     assert_eq!(c["message"]["content"], "tok0 tok1 tok2 tok3 tok4");
     assert_eq!(c["finish_reason"], "length");
-    assert_eq!(v["usage"], json!({"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9}));
+    assert_eq!(
+        v["usage"],
+        json!({"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9})
+    );
     let rec = t.wait_done(1);
-    assert_eq!(rec.messages, vec![Message::system("be brief"), Message::user("hi there")]);
+    assert_eq!(
+        rec.messages,
+        vec![Message::system("be brief"), Message::user("hi there")]
+    );
     let p = rec.params.clone().unwrap();
     assert_eq!((p.max_tokens, p.temperature), (5, 0.0));
 }
@@ -269,7 +345,10 @@ fn chat_content_parts_developer_role_and_max_completion_tokens() {
     assert_eq!(v["choices"][0]["message"]["content"], "tok0");
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     let rec = t.wait_done(1);
-    assert_eq!(rec.messages, vec![Message::system("sys"), Message::user("one two")]);
+    assert_eq!(
+        rec.messages,
+        vec![Message::system("sys"), Message::user("one two")]
+    );
     assert_eq!(rec.params.as_ref().unwrap().max_tokens, 2);
     drop(rec);
     // an image part is refused
@@ -293,18 +372,31 @@ fn chat_stream_with_usage() {
     assert_eq!(r.content_type.as_deref(), Some("text/event-stream"));
     let ev = sse_events(&r.body);
     assert_eq!(ev.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = ev[..ev.len() - 1].iter().map(|e| metainfer_rt::serde_json::from_str(e).unwrap()).collect();
+    let chunks: Vec<Value> = ev[..ev.len() - 1]
+        .iter()
+        .map(|e| metainfer_rt::serde_json::from_str(e).unwrap())
+        .collect();
     let id = chunks[0]["id"].as_str().unwrap();
     assert!(id.starts_with("chatcmpl-"));
-    assert!(chunks.iter().all(|c| c["id"] == id && c["object"] == "chat.completion.chunk" && c["model"] == "fake-model"));
+    assert!(chunks.iter().all(|c| c["id"] == id
+        && c["object"] == "chat.completion.chunk"
+        && c["model"] == "fake-model"));
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let (usage, rest) = chunks.split_last().unwrap();
     assert_eq!(usage["choices"], json!([]));
-    assert_eq!(usage["usage"], json!({"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7}));
+    assert_eq!(
+        usage["usage"],
+        json!({"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7})
+    );
     let (last, pieces) = rest.split_last().unwrap();
     assert_eq!(last["choices"][0]["finish_reason"], "length");
-    assert!(pieces.iter().all(|c| c["choices"][0]["finish_reason"].is_null() && c["usage"].is_null()));
-    let text: String = pieces.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(pieces
+        .iter()
+        .all(|c| c["choices"][0]["finish_reason"].is_null() && c["usage"].is_null()));
+    let text: String = pieces
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(text, "tok0 tok1 tok2 tok3 tok4 tok5");
     assert_eq!(pieces.len(), 7, "the role chunk and one chunk per piece");
 }
@@ -312,21 +404,38 @@ fn chat_stream_with_usage() {
 #[test]
 fn stream_without_usage_has_no_usage_chunk() {
     let t = quick();
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "x y", "max_tokens": 3, "stream": true}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "x y", "max_tokens": 3, "stream": true}),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let ev = sse_events(&r.body);
     assert_eq!(ev.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = ev[..ev.len() - 1].iter().map(|e| metainfer_rt::serde_json::from_str(e).unwrap()).collect();
-    assert!(chunks.iter().all(|c| c["object"] == "text_completion" && c.get("usage").is_none()));
-    let text: String = chunks.iter().map(|c| c["choices"][0]["text"].as_str().unwrap()).collect();
+    let chunks: Vec<Value> = ev[..ev.len() - 1]
+        .iter()
+        .map(|e| metainfer_rt::serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "text_completion" && c.get("usage").is_none()));
+    let text: String = chunks
+        .iter()
+        .map(|c| c["choices"][0]["text"].as_str().unwrap())
+        .collect();
     assert_eq!(text, "tok0 tok1 tok2");
-    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "length");
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "length"
+    );
 }
 
 #[test]
 fn completions() {
     let t = quick();
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "a b c", "max_tokens": 3, "temperature": 0}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a b c", "max_tokens": 3, "temperature": 0}),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     assert!(v["id"].as_str().unwrap().starts_with("cmpl-"));
@@ -334,9 +443,16 @@ fn completions() {
     assert_eq!(v["choices"][0]["text"], "tok0 tok1 tok2");
     assert_eq!(v["choices"][0]["index"], 0);
     assert_eq!(v["choices"][0]["finish_reason"], "length");
-    assert_eq!(v["usage"], json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}));
+    assert_eq!(
+        v["usage"],
+        json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6})
+    );
     // an array of one string; stop as an array
-    let v = post_json(&t.url("/v1/completions"), json!({"prompt": ["a"], "max_tokens": 9, "stop": ["tok2", "zzz"]})).json();
+    let v = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": ["a"], "max_tokens": 9, "stop": ["tok2", "zzz"]}),
+    )
+    .json();
     assert_eq!(v["choices"][0]["text"], "tok0 tok1");
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     // several prompts, token ids: refused
@@ -349,7 +465,13 @@ fn completions() {
 
 #[test]
 fn parameter_mapping_and_defaults() {
-    let t = start(0, ServerConfig { default_max_tokens: 100, ..Default::default() });
+    let t = start(
+        0,
+        ServerConfig {
+            default_max_tokens: 100,
+            ..Default::default()
+        },
+    );
     let r = post_json(
         &t.url("/v1/completions"),
         json!({"prompt": "w w w w", "temperature": 0.5, "top_p": 0.9, "top_k": 7, "min_p": 0.1, "seed": 42,
@@ -374,7 +496,10 @@ fn parameter_mapping_and_defaults() {
         }
     );
     // nothing given: OpenAI's temperature 1.0 with GenParams::sampled's truncation
-    let r = post_json(&t.url("/v1/chat/completions"), json!({"messages": [{"role": "user", "content": "q"}]}));
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "q"}]}),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let p = t.wait_done(2).params.clone().unwrap();
     let d = GenParams::sampled(100, 1.0, p.seed);
@@ -389,22 +514,58 @@ fn bad_json_is_400_with_where() {
     let e = r.error();
     assert_eq!(e["type"], "invalid_request_error");
     let m = e["message"].as_str().unwrap();
-    assert!(m.contains("not valid JSON") && m.contains("line 1 column"), "{m}");
+    assert!(
+        m.contains("not valid JSON") && m.contains("line 1 column"),
+        "{m}"
+    );
     for (body, param) in [
         (json!({}), "messages"),
         (json!({"messages": "hi"}), "messages"),
         (json!({"messages": []}), "messages"),
-        (json!({"messages": [{"role": "robot", "content": "x"}]}), "messages[0].role"),
-        (json!({"messages": [{"role": "user", "content": 5}]}), "messages[0].content"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}), "temperature"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "temperature": -1}), "temperature"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "top_p": 0}), "top_p"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}), "max_tokens"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "stop": [""]}), "stop"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}), "stream"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true}), "logprobs"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}), "tools"),
-        (json!({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": 3}), "frequency_penalty"),
+        (
+            json!({"messages": [{"role": "robot", "content": "x"}]}),
+            "messages[0].role",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": 5}]}),
+            "messages[0].content",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}),
+            "temperature",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "temperature": -1}),
+            "temperature",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "top_p": 0}),
+            "top_p",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}),
+            "max_tokens",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "stop": [""]}),
+            "stop",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}),
+            "stream",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true}),
+            "logprobs",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}),
+            "tools",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": 3}),
+            "frequency_penalty",
+        ),
     ] {
         let r = post_json(&t.url("/v1/chat/completions"), body.clone());
         assert_eq!(r.status, 400, "{body}: {}", r.body);
@@ -417,31 +578,47 @@ fn bad_json_is_400_with_where() {
     assert!(r.error()["message"].as_str().unwrap().contains("empty"));
     let r = post(&t.url("/v1/completions"), "[1]");
     assert_eq!(r.status, 400);
-    assert_eq!(t.state.lock().unwrap().done, 0, "nothing reached the engine");
+    assert_eq!(
+        t.state.lock().unwrap().done,
+        0,
+        "nothing reached the engine"
+    );
 }
 
 #[test]
 fn n_must_be_one() {
     let t = quick();
-    let r = post_json(&t.url("/v1/chat/completions"), json!({"messages": [{"role": "user", "content": "x"}], "n": 2}));
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "x"}], "n": 2}),
+    );
     assert_eq!(r.status, 400);
     let e = r.error();
     assert_eq!(e["param"], "n");
     assert!(e["message"].as_str().unwrap().contains("n = 1"));
-    let r = post_json(&t.url("/v1/chat/completions"), json!({"messages": [{"role": "user", "content": "x"}], "n": 1, "max_tokens": 1}));
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "x"}], "n": 1, "max_tokens": 1}),
+    );
     assert_eq!(r.status, 200);
 }
 
 #[test]
 fn context_length_exceeded() {
     let t = quick();
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "a b c d", "max_tokens": 61}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a b c d", "max_tokens": 61}),
+    );
     assert_eq!(r.status, 400);
     let e = r.error();
     assert_eq!(e["code"], "context_length_exceeded");
     assert_eq!(e["param"], "prompt");
     assert!(e["message"].as_str().unwrap().contains("64"), "{e}");
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "a b c d", "max_tokens": 60}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a b c d", "max_tokens": 60}),
+    );
     assert_eq!(r.status, 200);
 }
 
@@ -465,7 +642,10 @@ fn routes_and_methods() {
     let r = post(&t.url("/v1/models"), "{}");
     assert_eq!(r.status, 405);
     // without the /v1 prefix, and /health
-    let r = post_json(&t.url("/completions"), json!({"prompt": "a", "max_tokens": 1}));
+    let r = post_json(
+        &t.url("/completions"),
+        json!({"prompt": "a", "max_tokens": 1}),
+    );
     assert_eq!(r.status, 200);
     let r = to_resp(agent().get(&t.url("/health")).call());
     assert_eq!((r.status, r.json()), (200, json!({"status": "ok"})));
@@ -480,24 +660,39 @@ fn read_all(mut s: TcpStream) -> String {
 
 #[test]
 fn body_over_limit_is_413_before_reading_it() {
-    let t = start(0, ServerConfig { max_body_bytes: 1000, ..Default::default() });
+    let t = start(
+        0,
+        ServerConfig {
+            max_body_bytes: 1000,
+            ..Default::default()
+        },
+    );
     // announce 10 MB and send none of it: the answer must come from the header alone
     let mut s = TcpStream::connect(t.addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(s, "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 10000000\r\n\r\n").unwrap();
     let resp = read_all(s);
     assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
-    assert!(resp.to_ascii_lowercase().contains("x-request-id:"), "{resp}");
+    assert!(
+        resp.to_ascii_lowercase().contains("x-request-id:"),
+        "{resp}"
+    );
     let body = resp.split("\r\n\r\n").nth(1).unwrap();
     let v: Value = metainfer_rt::serde_json::from_str(body).unwrap();
-    assert!(v["error"]["message"].as_str().unwrap().contains("1000"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("1000"),
+        "{v}"
+    );
     // a real client sending an over-limit body gets the 413 too
     let big = format!("{{\"prompt\": \"{}\"}}", "a".repeat(5000));
     let r = post(&t.url("/v1/completions"), &big);
     assert_eq!(r.status, 413);
     r.error();
     // within the limit still works
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "a", "max_tokens": 1}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a", "max_tokens": 1}),
+    );
     assert_eq!(r.status, 200);
 }
 
@@ -529,15 +724,36 @@ fn engine_errors_and_panics() {
     assert_eq!(r.status, 500);
     let e = r.error();
     assert_eq!(e["type"], "server_error");
-    assert!(e["message"].as_str().unwrap().contains("fake tokenizer broke"), "{e}");
-    let r = post_json(&t.url("/v1/chat/completions"), json!({"messages": [{"role": "user", "content": "NO_TEMPLATE"}]}));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("fake tokenizer broke"),
+        "{e}"
+    );
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "NO_TEMPLATE"}]}),
+    );
     assert_eq!(r.status, 400);
-    assert!(r.error()["message"].as_str().unwrap().contains("no chat template"));
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "PANIC", "stream": true}));
+    assert!(r.error()["message"]
+        .as_str()
+        .unwrap()
+        .contains("no chat template"));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "PANIC", "stream": true}),
+    );
     assert_eq!(r.status, 500);
-    assert!(r.error()["message"].as_str().unwrap().contains("panicked on purpose"));
+    assert!(r.error()["message"]
+        .as_str()
+        .unwrap()
+        .contains("panicked on purpose"));
     // the server (and its poisoned engine lock) still serve
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "a", "max_tokens": 2}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a", "max_tokens": 2}),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["choices"][0]["text"], "tok0 tok1");
 }
@@ -554,7 +770,10 @@ fn read_until_first_piece(s: &TcpStream) -> BufReader<&TcpStream> {
     }
     loop {
         line.clear();
-        assert!(rd.read_line(&mut line).unwrap() > 0, "the stream ended early");
+        assert!(
+            rd.read_line(&mut line).unwrap() > 0,
+            "the stream ended early"
+        );
         if line.starts_with("data: ") && line.contains("tok0") {
             return rd;
         }
@@ -563,18 +782,38 @@ fn read_until_first_piece(s: &TcpStream) -> BufReader<&TcpStream> {
 
 #[test]
 fn full_server_answers_429_with_retry_after() {
-    let t = start_ctx(20, 1000, ServerConfig { max_concurrent: 1, ..Default::default() });
-    let a = raw_post(t.addr(), "/v1/completions", &json!({"prompt": "a", "max_tokens": 200, "stream": true}).to_string());
+    let t = start_ctx(
+        20,
+        1000,
+        ServerConfig {
+            max_concurrent: 1,
+            ..Default::default()
+        },
+    );
+    let a = raw_post(
+        t.addr(),
+        "/v1/completions",
+        &json!({"prompt": "a", "max_tokens": 200, "stream": true}).to_string(),
+    );
     let _rd = read_until_first_piece(&a);
     let t0 = Instant::now();
-    let r = post_json(&t.url("/v1/completions"), json!({"prompt": "b", "max_tokens": 1}));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "b", "max_tokens": 1}),
+    );
     assert_eq!(r.status, 429, "{}", r.body);
-    assert!(t0.elapsed() < Duration::from_secs(1), "the 429 must not wait for the engine");
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "the 429 must not wait for the engine"
+    );
     assert_eq!(r.retry_after.as_deref(), Some("1"));
     let e = r.error();
     assert_eq!(e["code"], "rate_limit_exceeded");
     // /v1/models is not a generation: still served
-    assert_eq!(to_resp(agent().get(&t.url("/v1/models")).call()).status, 200);
+    assert_eq!(
+        to_resp(agent().get(&t.url("/v1/models")).call()).status,
+        200
+    );
     drop(_rd);
     drop(a);
     let rec = t.wait_done(1);
@@ -583,18 +822,31 @@ fn full_server_answers_429_with_retry_after() {
     // the slot is free again
     let t1 = Instant::now();
     loop {
-        let r = post_json(&t.url("/v1/completions"), json!({"prompt": "b", "max_tokens": 1}));
+        let r = post_json(
+            &t.url("/v1/completions"),
+            json!({"prompt": "b", "max_tokens": 1}),
+        );
         if r.status == 200 {
             break;
         }
-        assert!(t1.elapsed() < Duration::from_secs(3), "still refused: {}", r.body);
+        assert!(
+            t1.elapsed() < Duration::from_secs(3),
+            "still refused: {}",
+            r.body
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 #[test]
 fn waiting_requests_are_admitted_and_served_in_turn() {
-    let t = start(5, ServerConfig { max_concurrent: 3, ..Default::default() });
+    let t = start(
+        5,
+        ServerConfig {
+            max_concurrent: 3,
+            ..Default::default()
+        },
+    );
     let url = t.url("/v1/completions");
     let hs: Vec<_> = (0..3)
         .map(|_| {
@@ -623,26 +875,41 @@ fn disconnect_mid_stream_cancels_generation() {
     let t0 = Instant::now();
     let rec = t.wait_done(1);
     assert_eq!(rec.finish, Some(FinishReason::Cancelled));
-    assert!(rec.produced < 50, "produced {} of 300 tokens after the client left", rec.produced);
+    assert!(
+        rec.produced < 50,
+        "produced {} of 300 tokens after the client left",
+        rec.produced
+    );
     assert!(t0.elapsed() < Duration::from_secs(2));
 }
 
 #[test]
 fn disconnect_during_non_streaming_request_cancels_generation() {
     let t = start_ctx(10, 1000, ServerConfig::default());
-    let s = raw_post(t.addr(), "/v1/completions", &json!({"prompt": "go", "max_tokens": 300}).to_string());
+    let s = raw_post(
+        t.addr(),
+        "/v1/completions",
+        &json!({"prompt": "go", "max_tokens": 300}).to_string(),
+    );
     std::thread::sleep(Duration::from_millis(150));
     drop(s);
     let rec = t.wait_done(1);
     assert_eq!(rec.finish, Some(FinishReason::Cancelled));
-    assert!(rec.produced < 60, "produced {} of 300 tokens after the client left", rec.produced);
+    assert!(
+        rec.produced < 60,
+        "produced {} of 300 tokens after the client left",
+        rec.produced
+    );
 }
 
 #[test]
 fn shutdown_stops_the_server() {
     let t = quick();
     let addr = t.addr();
-    assert_eq!(to_resp(agent().get(&t.url("/v1/models")).call()).status, 200);
+    assert_eq!(
+        to_resp(agent().get(&t.url("/v1/models")).call()).status,
+        200
+    );
     let t0 = Instant::now();
     t.server.shutdown();
     assert!(t0.elapsed() < Duration::from_secs(2));
@@ -650,7 +917,8 @@ fn shutdown_stops_the_server() {
         Err(_) => true,
         Ok(mut s) => {
             // the listener is closed; at most the kernel accepted and resets it
-            s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
             let _ = s.write_all(b"GET /v1/models HTTP/1.1\r\n\r\n");
             let mut b = [0u8; 16];
             !matches!(s.read(&mut b), Ok(n) if n > 0)
@@ -661,7 +929,19 @@ fn shutdown_stops_the_server() {
 
 #[test]
 fn bind_refuses_zero_limits() {
-    let fake = Fake { state: Default::default(), delay: Duration::ZERO, max_seq: 8 };
-    let e = Server::bind("127.0.0.1:0", fake, ServerConfig { max_concurrent: 0, ..Default::default() }).unwrap_err();
+    let fake = Fake {
+        state: Default::default(),
+        delay: Duration::ZERO,
+        max_seq: 8,
+    };
+    let e = Server::bind(
+        "127.0.0.1:0",
+        fake,
+        ServerConfig {
+            max_concurrent: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }

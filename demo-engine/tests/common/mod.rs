@@ -10,22 +10,33 @@ pub fn root() -> PathBuf {
 /// The real model (Qwen2.5-Coder Q4_K_M, or `METAINFER_REAL_MODEL`), or `None` with the reason
 /// printed (the test then skips).
 pub fn real_model() -> Option<PathBuf> {
-    model_file("METAINFER_REAL_MODEL", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    model_file(
+        "METAINFER_REAL_MODEL",
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    )
 }
 
 /// The real llama-family model (SmolLM2-135M-Instruct Q4_1, or `METAINFER_REAL_MODEL_LLAMA`), or
 /// `None` with the reason printed.
 pub fn smollm2() -> Option<PathBuf> {
-    model_file("METAINFER_REAL_MODEL_LLAMA", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    model_file(
+        "METAINFER_REAL_MODEL_LLAMA",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+    )
 }
 
 /// The file `var` names, else `models/<default>`, when it exists.
 fn model_file(var: &str, default: &str) -> Option<PathBuf> {
-    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| root().join("models").join(default));
+    let p = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("models").join(default));
     if p.exists() {
         Some(p)
     } else {
-        println!("skipped: {} is absent; run scripts/fetch-model.sh", p.display());
+        println!(
+            "skipped: {} is absent; run scripts/fetch-model.sh",
+            p.display()
+        );
         None
     }
 }

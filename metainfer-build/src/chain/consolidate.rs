@@ -18,7 +18,11 @@ struct GatesFile<'a> {
 
 /// `gates.toml`: the verdict of every gate, with the numbers it measured.
 pub fn gates_toml(v: &Verdict) -> String {
-    let body = toml::to_string(&GatesFile { passed: v.passed, gate: &v.gates }).unwrap_or_default();
+    let body = toml::to_string(&GatesFile {
+        passed: v.passed,
+        gate: &v.gates,
+    })
+    .unwrap_or_default();
     format!("# Gates run by metainfer-build's verifier on engine.rs: status and measured numbers.\n{body}")
 }
 
@@ -102,16 +106,30 @@ pub struct Proposal {
 
 /// Writes the proposal for LLM `code` in `slot` (atomically: a temp dir, then a rename);
 /// returns its directory. An identical proposal already there is left as it is.
-pub fn write_proposal(ckb: &crate::ckb::Ckb, plan: &Plan, slot: &super::plan::Slot, code: &SlotCode, ev: &Evidence<'_>) -> std::io::Result<std::path::PathBuf> {
+pub fn write_proposal(
+    ckb: &crate::ckb::Ckb,
+    plan: &Plan,
+    slot: &super::plan::Slot,
+    code: &SlotCode,
+    ev: &Evidence<'_>,
+) -> std::io::Result<std::path::PathBuf> {
     let contract = slot.contract.clone().unwrap_or_else(|| slot.id.clone());
-    let variant = slot.variants.first().cloned().unwrap_or_else(|| "llm".into());
+    let variant = slot
+        .variants
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "llm".into());
     let hash = blake3::hash(code.code.as_bytes()).to_hex().to_string();
     let parent = ckb.root.join("proposals").join(&contract);
     let dir = parent.join(format!("{variant}-{}", &hash[..12]));
     if dir.join("proposal.toml").exists() {
         return Ok(dir);
     }
-    let gates: Vec<String> = ckb.contracts.get(&contract).map(|c| c.gates.clone()).unwrap_or_default();
+    let gates: Vec<String> = ckb
+        .contracts
+        .get(&contract)
+        .map(|c| c.gates.clone())
+        .unwrap_or_default();
     let p = Proposal {
         contract: contract.clone(),
         contract_version: slot.version,
@@ -126,7 +144,13 @@ pub fn write_proposal(ckb: &crate::ckb::Ckb, plan: &Plan, slot: &super::plan::Sl
         rounds: ev.rounds,
         request_ids: ev.request_ids.to_vec(),
         blake3: hash.clone(),
-        gate: ev.verdict.gates.iter().filter(|g| gates.contains(&g.id)).cloned().collect(),
+        gate: ev
+            .verdict
+            .gates
+            .iter()
+            .filter(|g| gates.contains(&g.id))
+            .cloned()
+            .collect(),
     };
     std::fs::create_dir_all(&parent)?;
     let tmp = parent.join(format!(".tmp-{}-{}", &hash[..12], std::process::id()));

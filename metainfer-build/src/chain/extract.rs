@@ -6,7 +6,9 @@
 /// unclosed fence (a truncated reply) or only prose is an error that says what to send instead.
 pub fn code_of(reply: &str, finish_reason: Option<&str>) -> Result<String, String> {
     if reply.trim().is_empty() {
-        return Err("your reply was empty; reply with the section as one ```rust code block".into());
+        return Err(
+            "your reply was empty; reply with the section as one ```rust code block".into(),
+        );
     }
     let mut blocks: Vec<String> = Vec::new();
     let mut open: Option<(String, Vec<&str>)> = None;
@@ -33,7 +35,11 @@ pub fn code_of(reply: &str, finish_reason: Option<&str>) -> Result<String, Strin
     let truncated = finish_reason == Some("length");
     if let Some((_, body)) = open {
         if blocks.is_empty() {
-            let why = if truncated { "the reply hit the token limit" } else { "the code block is never closed" };
+            let why = if truncated {
+                "the reply hit the token limit"
+            } else {
+                "the code block is never closed"
+            };
             return Err(format!(
                 "your reply was cut off ({why}) after {} lines of code; reply with a shorter, complete section in one ```rust block",
                 body.len()
@@ -48,7 +54,10 @@ pub fn code_of(reply: &str, finish_reason: Option<&str>) -> Result<String, Strin
         });
     };
     let code = unwrap_module(&code);
-    let kept: Vec<&str> = code.lines().filter(|l| l.trim() != "use super::*;").collect();
+    let kept: Vec<&str> = code
+        .lines()
+        .filter(|l| l.trim() != "use super::*;")
+        .collect();
     let code = kept.join("\n").trim_matches('\n').to_string();
     if code.trim().is_empty() {
         return Err("your ```rust code block is empty; put the section's items in it".into());
@@ -59,17 +68,44 @@ pub fn code_of(reply: &str, finish_reason: Option<&str>) -> Result<String, Strin
 /// `mod name { items }` (the whole code one inline module, as models like to write a
 /// section) becomes `items`: the section is wrapped in its module anyway.
 fn unwrap_module(code: &str) -> String {
-    let Ok(file) = syn::parse_file(code) else { return code.to_string() };
-    let [syn::Item::Mod(m)] = file.items.as_slice() else { return code.to_string() };
-    let Some((brace, _)) = &m.content else { return code.to_string() };
+    let Ok(file) = syn::parse_file(code) else {
+        return code.to_string();
+    };
+    let [syn::Item::Mod(m)] = file.items.as_slice() else {
+        return code.to_string();
+    };
+    let Some((brace, _)) = &m.content else {
+        return code.to_string();
+    };
     if !m.attrs.is_empty() {
         return code.to_string();
     }
     let lines: Vec<&str> = code.lines().collect();
-    let (first, last) = (brace.span.open().start().line, brace.span.close().start().line); // 1-based lines of `{` and `}`
-    let body: Vec<&str> = if first == last { vec![] } else { lines[first..last - 1].to_vec() };
-    let indent = body.iter().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
-    body.iter().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n")
+    let (first, last) = (
+        brace.span.open().start().line,
+        brace.span.close().start().line,
+    ); // 1-based lines of `{` and `}`
+    let body: Vec<&str> = if first == last {
+        vec![]
+    } else {
+        lines[first..last - 1].to_vec()
+    };
+    let indent = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    body.iter()
+        .map(|l| {
+            if l.len() >= indent {
+                &l[indent..]
+            } else {
+                l.trim_start()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The lines of `engine_rs` that hold `slot`'s code: (first line, last line), 1-based.
@@ -77,7 +113,10 @@ pub fn section_lines(engine_rs: &str, slot: &str) -> Option<(usize, usize)> {
     let open = format!("mod {slot} {{");
     let lines: Vec<&str> = engine_rs.lines().collect();
     let start = lines.iter().position(|l| *l == open)?;
-    let end = lines[start..].iter().position(|l| *l == "}").map(|e| start + e)?;
+    let end = lines[start..]
+        .iter()
+        .position(|l| *l == "}")
+        .map(|e| start + e)?;
     // `mod x {`, `    use super::*;`, blank line, then the code (indented by four spaces).
     Some((start + 4, end))
 }
@@ -90,7 +129,8 @@ pub fn compile_feedback(log: &str, engine_rs: &str, slot: &str, max: usize) -> S
     let mut keep = false;
     for line in log.lines() {
         if line.starts_with("error") {
-            keep = !line.starts_with("error: could not compile") && !line.starts_with("error: aborting");
+            keep = !line.starts_with("error: could not compile")
+                && !line.starts_with("error: aborting");
         } else if line.starts_with("warning") {
             keep = false;
         }
@@ -99,7 +139,10 @@ pub fn compile_feedback(log: &str, engine_rs: &str, slot: &str, max: usize) -> S
         }
         let mut l = line.to_string();
         if let Some(pos) = line.find("src/engine.rs:") {
-            let n: String = line[pos + "src/engine.rs:".len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let n: String = line[pos + "src/engine.rs:".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
             if let (Ok(n), Some((a, b))) = (n.parse::<usize>(), range) {
                 if (a..=b).contains(&n) {
                     l.push_str(&format!("   (line {} of your section)", n + 1 - a));
@@ -142,20 +185,33 @@ mod tests {
     #[test]
     fn a_section_wrapped_in_its_module_is_unwrapped() {
         let r = "```rust\nmod dot_f32 {\n    use super::*;\n    pub(crate) fn a() {}\n\n    fn b() {}\n}\n```";
-        assert_eq!(code_of(r, None).unwrap(), "pub(crate) fn a() {}\n\nfn b() {}\n");
+        assert_eq!(
+            code_of(r, None).unwrap(),
+            "pub(crate) fn a() {}\n\nfn b() {}\n"
+        );
         let two = "```rust\nmod a {}\nfn b() {}\n```";
-        assert_eq!(code_of(two, None).unwrap(), "mod a {}\nfn b() {}\n", "only a sole module is unwrapped");
+        assert_eq!(
+            code_of(two, None).unwrap(),
+            "mod a {}\nfn b() {}\n",
+            "only a sole module is unwrapped"
+        );
     }
 
     #[test]
     fn garbage_truncated_and_prose_replies_are_explained() {
         assert!(code_of("", None).unwrap_err().contains("empty"));
-        assert!(code_of("I cannot do that.", None).unwrap_err().contains("no ```rust code block"));
+        assert!(code_of("I cannot do that.", None)
+            .unwrap_err()
+            .contains("no ```rust code block"));
         let cut = "```rust\nfn a() {\n    let x = 1;\n";
         let e = code_of(cut, Some("length")).unwrap_err();
         assert!(e.contains("cut off") && e.contains("token limit"), "{e}");
-        assert!(code_of("```python\nprint(1)\n```", None).unwrap_err().contains("no ```rust"));
-        assert!(code_of("```rust\nuse super::*;\n```", None).unwrap_err().contains("empty"));
+        assert!(code_of("```python\nprint(1)\n```", None)
+            .unwrap_err()
+            .contains("no ```rust"));
+        assert!(code_of("```rust\nuse super::*;\n```", None)
+            .unwrap_err()
+            .contains("empty"));
     }
 
     #[test]

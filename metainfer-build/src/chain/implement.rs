@@ -24,7 +24,12 @@ pub struct SlotCode {
 
 /// Something that can fill a slot.
 pub trait Implementer {
-    fn implement(&mut self, plan: &Plan, slot: &Slot, feedback: Option<&str>) -> Result<SlotCode, ChainError>;
+    fn implement(
+        &mut self,
+        plan: &Plan,
+        slot: &Slot,
+        feedback: Option<&str>,
+    ) -> Result<SlotCode, ChainError>;
 }
 
 /// The deterministic implementer: verified realizations from `ckb/realizations/`.
@@ -33,21 +38,41 @@ pub struct CkbImplementer<'a> {
 }
 
 impl Implementer for CkbImplementer<'_> {
-    fn implement(&mut self, plan: &Plan, slot: &Slot, _feedback: Option<&str>) -> Result<SlotCode, ChainError> {
+    fn implement(
+        &mut self,
+        plan: &Plan,
+        slot: &Slot,
+        _feedback: Option<&str>,
+    ) -> Result<SlotCode, ChainError> {
         let Some(contract) = &slot.contract else {
             let code = match slot.id.as_str() {
                 "header" => header(plan, self.ckb),
                 "dispatch" => dispatch(plan)?,
-                other => return Err(ChainError::Plan(format!("no generator for section '{other}'"))),
+                other => {
+                    return Err(ChainError::Plan(format!(
+                        "no generator for section '{other}'"
+                    )))
+                }
             };
-            return Ok(SlotCode { slot: slot.id.clone(), implementer: "generated".into(), realization: "generated".into(), code });
+            return Ok(SlotCode {
+                slot: slot.id.clone(),
+                implementer: "generated".into(),
+                realization: "generated".into(),
+                code,
+            });
         };
         let mut code = String::new();
         let ext = if slot.device { "cu" } else { "rs" };
         for (i, v) in slot.variants.iter().enumerate() {
-            let path = self.ckb.root.join("realizations").join(contract).join(format!("{v}.{ext}"));
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| ChainError::Plan(format!("cannot read realization {}: {e}", path.display())))?;
+            let path = self
+                .ckb
+                .root
+                .join("realizations")
+                .join(contract)
+                .join(format!("{v}.{ext}"));
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                ChainError::Plan(format!("cannot read realization {}: {e}", path.display()))
+            })?;
             if i > 0 {
                 code.push('\n');
             }
@@ -75,8 +100,18 @@ pub fn assemble(plan: &Plan, codes: &[SlotCode]) -> String {
     }
     let _ = writeln!(out, "// Sections, along the data path:");
     for (i, (s, c)) in plan.slots.iter().zip(codes).enumerate() {
-        let at = if s.device { format!(", in kernels/{}.cu", s.id) } else { String::new() };
-        let _ = writeln!(out, "//   {:>2}. {} ({}{at})", i + 1, s.title, c.realization);
+        let at = if s.device {
+            format!(", in kernels/{}.cu", s.id)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "//   {:>2}. {} ({}{at})",
+            i + 1,
+            s.title,
+            c.realization
+        );
     }
     for (i, (s, c)) in plan.slots.iter().zip(codes).enumerate() {
         if s.device {
@@ -84,7 +119,10 @@ pub fn assemble(plan: &Plan, codes: &[SlotCode]) -> String {
         }
         out.push('\n');
         let origin = match &s.contract {
-            Some(id) => format!("contract {id} v{}, realization {} ({})", s.version, c.realization, c.implementer),
+            Some(id) => format!(
+                "contract {id} v{}, realization {} ({})",
+                s.version, c.realization, c.implementer
+            ),
             None => "generated from the plan".to_string(),
         };
         let _ = writeln!(out, "// ==== {}. {} — {} ====", i + 1, s.title, origin);
@@ -123,31 +161,81 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     let _ = writeln!(s, "/// The cache key this engine was generated under.");
     let _ = writeln!(s, "pub const ENGINE_KEY: &str = {};", rust_str(&plan.key));
     let _ = writeln!(s, "/// The canonical constraints it was generated for.");
-    let _ = writeln!(s, "pub const CONSTRAINTS: &str = {};", rust_str(&plan.canonical));
+    let _ = writeln!(
+        s,
+        "pub const CONSTRAINTS: &str = {};",
+        rust_str(&plan.canonical)
+    );
     let _ = writeln!(s, "/// The hardware target.");
     let _ = writeln!(s, "pub const HW: &str = {};", rust_str(&plan.target.id));
-    let _ = writeln!(s, "/// `general.architecture` of the files this engine loads.");
-    let _ = writeln!(s, "pub(crate) const MODEL_ARCH: &str = {};", rust_str(&plan.family.gguf_arch));
+    let _ = writeln!(
+        s,
+        "/// `general.architecture` of the files this engine loads."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const MODEL_ARCH: &str = {};",
+        rust_str(&plan.family.gguf_arch)
+    );
     let _ = writeln!(s, "/// The file-level quant this engine was generated for.");
-    let _ = writeln!(s, "pub(crate) const QUANT: &str = {};", rust_str(&plan.quant));
+    let _ = writeln!(
+        s,
+        "pub(crate) const QUANT: &str = {};",
+        rust_str(&plan.quant)
+    );
     let _ = writeln!(s, "/// The model file format this engine loads (`gguf`, or `safetensors`: a Hugging Face checkpoint directory).");
-    let _ = writeln!(s, "pub(crate) const MODEL_FORMAT: &str = {};", rust_str(plan.format.as_str()));
+    let _ = writeln!(
+        s,
+        "pub(crate) const MODEL_FORMAT: &str = {};",
+        rust_str(plan.format.as_str())
+    );
     if plan.target.kind == TargetKind::Cuda {
         let _ = writeln!(s, "/// The CUDA arch the kernels were compiled for (PTX for compute_XX; newer GPUs JIT it).");
-        let _ = writeln!(s, "pub(crate) const CUDA_ARCH: &str = {};", rust_str(&plan.target.arch));
+        let _ = writeln!(
+            s,
+            "pub(crate) const CUDA_ARCH: &str = {};",
+            rust_str(&plan.target.arch)
+        );
         for d in plan.slots.iter().filter(|d| d.device) {
-            let _ = writeln!(s, "/// The PTX of the `{}` kernels in the entry's kernels/ (METAINFER_KERNELS).", d.id);
-            let _ = writeln!(s, "pub(crate) const {}_PTX: &str = {};", d.id.to_uppercase(), rust_str(&format!("{}.{}.ptx", d.id, plan.target.arch)));
+            let _ = writeln!(
+                s,
+                "/// The PTX of the `{}` kernels in the entry's kernels/ (METAINFER_KERNELS).",
+                d.id
+            );
+            let _ = writeln!(
+                s,
+                "pub(crate) const {}_PTX: &str = {};",
+                d.id.to_uppercase(),
+                rust_str(&format!("{}.{}.ptx", d.id, plan.target.arch))
+            );
             let kernels: Vec<String> = ckb
                 .contracts
                 .get(&d.id)
-                .map(|c| c.interface.iter().filter_map(|i| kernel_name(i)).map(rust_str).collect())
+                .map(|c| {
+                    c.interface
+                        .iter()
+                        .filter_map(|i| kernel_name(i))
+                        .map(rust_str)
+                        .collect()
+                })
                 .unwrap_or_default();
-            let _ = writeln!(s, "/// The kernels of `{}` (its contract's interface), each an `.entry` of the PTX.", d.id);
-            let _ = writeln!(s, "pub(crate) const {}_ENTRIES: &[&str] = &[{}];", d.id.to_uppercase(), kernels.join(", "));
+            let _ = writeln!(
+                s,
+                "/// The kernels of `{}` (its contract's interface), each an `.entry` of the PTX.",
+                d.id
+            );
+            let _ = writeln!(
+                s,
+                "pub(crate) const {}_ENTRIES: &[&str] = &[{}];",
+                d.id.to_uppercase(),
+                kernels.join(", ")
+            );
         }
     }
-    let _ = writeln!(s, "/// Context the KV cache is sized for, when the constraints fix it.");
+    let _ = writeln!(
+        s,
+        "/// Context the KV cache is sized for, when the constraints fix it."
+    );
     match plan.max_seq {
         Some(n) => {
             let _ = writeln!(s, "pub(crate) const MAX_SEQ: Option<usize> = Some({n});");
@@ -156,11 +244,21 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
             let _ = writeln!(s, "pub(crate) const MAX_SEQ: Option<usize> = None;");
         }
     }
-    let _ = writeln!(s, "/// Exact dims of the preset this engine was generated for (`None`: read from the file).");
+    let _ = writeln!(
+        s,
+        "/// Exact dims of the preset this engine was generated for (`None`: read from the file)."
+    );
     match &plan.preset {
         Some(p) => {
-            let _ = writeln!(s, "pub(crate) const PRESET_NAME: &str = {};", rust_str(&p.name));
-            let _ = writeln!(s, "pub(crate) const PRESET: Option<Config> = Some(Config {{");
+            let _ = writeln!(
+                s,
+                "pub(crate) const PRESET_NAME: &str = {};",
+                rust_str(&p.name)
+            );
+            let _ = writeln!(
+                s,
+                "pub(crate) const PRESET: Option<Config> = Some(Config {{"
+            );
             let _ = writeln!(s, "    n_layer: {},", p.n_layer);
             let _ = writeln!(s, "    n_embd: {},", p.n_embd);
             let _ = writeln!(s, "    n_head: {},", p.n_head);
@@ -181,18 +279,39 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     }
     s.push('\n');
     family_constants(&mut s, &plan.family);
-    let _ = writeln!(s, "/// Refuses to run on a CPU without the instruction sets the kernels were compiled for.");
+    let _ = writeln!(
+        s,
+        "/// Refuses to run on a CPU without the instruction sets the kernels were compiled for."
+    );
     let _ = writeln!(s, "pub(crate) fn check_cpu() -> rt::Result<()> {{");
     if plan.target.features.is_empty() || plan.target.kind != TargetKind::Cpu {
         let _ = writeln!(s, "    Ok(())");
     } else {
         let quoted: Vec<String> = plan.target.features.iter().map(|f| rust_str(f)).collect();
-        let detected: Vec<String> =
-            plan.target.features.iter().map(|f| format!("({}, std::is_x86_feature_detected!({}))", rust_str(f), rust_str(f))).collect();
+        let detected: Vec<String> = plan
+            .target
+            .features
+            .iter()
+            .map(|f| {
+                format!(
+                    "({}, std::is_x86_feature_detected!({}))",
+                    rust_str(f),
+                    rust_str(f)
+                )
+            })
+            .collect();
         let _ = writeln!(s, "    #[cfg(target_arch = \"x86_64\")]");
-        let _ = writeln!(s, "    let missing: Vec<&str> = [{}].iter().filter(|f| !f.1).map(|f| f.0).collect();", detected.join(", "));
+        let _ = writeln!(
+            s,
+            "    let missing: Vec<&str> = [{}].iter().filter(|f| !f.1).map(|f| f.0).collect();",
+            detected.join(", ")
+        );
         let _ = writeln!(s, "    #[cfg(not(target_arch = \"x86_64\"))]");
-        let _ = writeln!(s, "    let missing: Vec<&str> = vec![{}];", quoted.join(", "));
+        let _ = writeln!(
+            s,
+            "    let missing: Vec<&str> = vec![{}];",
+            quoted.join(", ")
+        );
         let _ = writeln!(s, "    if missing.is_empty() {{");
         let _ = writeln!(s, "        return Ok(());");
         let _ = writeln!(s, "    }}");
@@ -216,37 +335,92 @@ fn family_constants(s: &mut String, f: &ModelFamily) {
         Some(t) => format!("Some({})", rust_str(t)),
         None => "None".into(),
     };
-    let _ = writeln!(s, "/// The {} family's GGUF tensor names (ckb/models/{}.toml; `{{n}}`: the layer).", f.family, f.family);
+    let _ = writeln!(
+        s,
+        "/// The {} family's GGUF tensor names (ckb/models/{}.toml; `{{n}}`: the layer).",
+        f.family, f.family
+    );
     for (name, t) in f.tensors.all() {
         if !name.ends_with("_bias") {
-            let _ = writeln!(s, "pub(crate) const T_{}: &str = {};", name.to_uppercase(), rust_str(t));
+            let _ = writeln!(
+                s,
+                "pub(crate) const T_{}: &str = {};",
+                name.to_uppercase(),
+                rust_str(t)
+            );
         }
     }
     let _ = writeln!(s, "/// q, k, v biases (`None`: the family has none).");
-    for (name, t) in [("attn_q_bias", &f.tensors.attn_q_bias), ("attn_k_bias", &f.tensors.attn_k_bias), ("attn_v_bias", &f.tensors.attn_v_bias)] {
-        let _ = writeln!(s, "pub(crate) const T_{}: Option<&str> = {};", name.to_uppercase(), opt(t));
+    for (name, t) in [
+        ("attn_q_bias", &f.tensors.attn_q_bias),
+        ("attn_k_bias", &f.tensors.attn_k_bias),
+        ("attn_v_bias", &f.tensors.attn_v_bias),
+    ] {
+        let _ = writeln!(
+            s,
+            "pub(crate) const T_{}: Option<&str> = {};",
+            name.to_uppercase(),
+            opt(t)
+        );
     }
-    let _ = writeln!(s, "/// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.");
-    let _ = writeln!(s, "pub(crate) const TIED_OUTPUT_ALLOWED: bool = {};", f.tied_embeddings_allowed);
+    let _ = writeln!(
+        s,
+        "/// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const TIED_OUTPUT_ALLOWED: bool = {};",
+        f.tied_embeddings_allowed
+    );
     let _ = writeln!(s, "/// The family's GGUF metadata keys.");
     for (name, k) in f.metadata.all() {
-        let _ = writeln!(s, "pub(crate) const K_{}: &str = {};", name.to_uppercase(), rust_str(&arch_key(k)));
+        let _ = writeln!(
+            s,
+            "pub(crate) const K_{}: &str = {};",
+            name.to_uppercase(),
+            rust_str(&arch_key(k))
+        );
     }
-    let _ = writeln!(s, "/// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal).");
-    let _ = writeln!(s, "pub(crate) const ROPE_NEOX: bool = {};", f.rope == RopeStyle::Neox);
+    let _ = writeln!(
+        s,
+        "/// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal)."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const ROPE_NEOX: bool = {};",
+        f.rope == RopeStyle::Neox
+    );
     let _ = writeln!(s, "/// `tokenizer.ggml.model` the tokenizer implements.");
-    let _ = writeln!(s, "pub(crate) const TOKENIZER_MODEL: &str = {};", rust_str(&f.tokenizer.model));
+    let _ = writeln!(
+        s,
+        "pub(crate) const TOKENIZER_MODEL: &str = {};",
+        rust_str(&f.tokenizer.model)
+    );
     let _ = writeln!(s, "/// `tokenizer.ggml.pre` values the family's files use, each with its split regexes (applied in order).");
-    let _ = writeln!(s, "pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &[");
+    let _ = writeln!(
+        s,
+        "pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &["
+    );
     for (name, res) in &f.tokenizer.pre {
         let res: Vec<String> = res.iter().map(|r| rust_str(r)).collect();
         let _ = writeln!(s, "    ({}, &[{}]),", rust_str(name), res.join(", "));
     }
     let _ = writeln!(s, "];");
-    let _ = writeln!(s, "/// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.");
-    let _ = writeln!(s, "pub(crate) const ADD_BOS_DEFAULT: bool = {};", f.tokenizer.add_bos_default);
+    let _ = writeln!(
+        s,
+        "/// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const ADD_BOS_DEFAULT: bool = {};",
+        f.tokenizer.add_bos_default
+    );
     let _ = writeln!(s, "/// The chat template used when the file has none.");
-    let _ = writeln!(s, "pub(crate) const DEFAULT_CHAT_TEMPLATE: Option<&str> = {};", opt(&f.default_chat_template));
+    let _ = writeln!(
+        s,
+        "pub(crate) const DEFAULT_CHAT_TEMPLATE: Option<&str> = {};",
+        opt(&f.default_chat_template)
+    );
     s.push('\n');
 }
 
@@ -255,7 +429,9 @@ fn type_names(plan: &Plan) -> Result<Vec<(String, String)>, ChainError> {
     plan.tensor_types
         .iter()
         .map(|t| {
-            let name = t.engine_name.clone().ok_or_else(|| ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id)))?;
+            let name = t.engine_name.clone().ok_or_else(|| {
+                ChainError::Plan(format!("tensor type '{}' has no engine_name", t.id))
+            })?;
             Ok((name, t.id.clone()))
         })
         .collect()
@@ -263,9 +439,19 @@ fn type_names(plan: &Plan) -> Result<Vec<(String, String)>, ChainError> {
 
 /// `COMPILED_TYPES`, then `act_kind` documented by `act_doc`.
 fn write_types_and_act_kind(s: &mut String, types: &[(String, String)], act_doc: &[&str]) {
-    let names: Vec<String> = types.iter().map(|(n, _)| format!("GgmlType::{n}")).collect();
-    let _ = writeln!(s, "/// Tensor types compiled into this engine; the loader refuses any other.");
-    let _ = writeln!(s, "pub(crate) const COMPILED_TYPES: &[GgmlType] = &[{}];", names.join(", "));
+    let names: Vec<String> = types
+        .iter()
+        .map(|(n, _)| format!("GgmlType::{n}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "/// Tensor types compiled into this engine; the loader refuses any other."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const COMPILED_TYPES: &[GgmlType] = &[{}];",
+        names.join(", ")
+    );
     s.push('\n');
     for line in act_doc {
         let _ = writeln!(s, "/// {line}");
@@ -284,7 +470,10 @@ fn write_types_and_act_kind(s: &mut String, types: &[(String, String)], act_doc:
 /// `dequant_row`: one arm per compiled type.
 fn write_dequant_row(s: &mut String, types: &[(String, String)]) {
     let _ = writeln!(s, "/// One row of type `ty`, dequantized to f32.");
-    let _ = writeln!(s, "pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {{");
+    let _ = writeln!(
+        s,
+        "pub(crate) fn dequant_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {{"
+    );
     let _ = writeln!(s, "    match ty {{");
     for (n, id) in types {
         let _ = writeln!(s, "        GgmlType::{n} => dequant_row_{id}(row, out),");
@@ -305,7 +494,10 @@ fn dispatch_cuda(plan: &Plan) -> Result<String, ChainError> {
     ];
     write_types_and_act_kind(&mut s, &types, &doc);
     let _ = writeln!(s, "/// The kernel-name suffix of `ty` (`gemv_<suffix>`, `gemm_<suffix>`, `get_rows_<suffix>`).");
-    let _ = writeln!(s, "pub(crate) fn cuda_suffix(ty: GgmlType) -> &'static str {{");
+    let _ = writeln!(
+        s,
+        "pub(crate) fn cuda_suffix(ty: GgmlType) -> &'static str {{"
+    );
     let _ = writeln!(s, "    match ty {{");
     for (n, id) in &types {
         let _ = writeln!(s, "        GgmlType::{n} => {},", rust_str(id));
@@ -346,17 +538,35 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
             .iter()
             .find(|s| s.contract.as_deref() == Some(contract.as_str()))
             .ok_or_else(|| ChainError::Plan(format!("no slot implements '{contract}'")))?;
-        let (entry, is_unsafe) = slot
-            .entry
-            .clone()
-            .ok_or_else(|| ChainError::Plan(format!("realization of '{contract}' names no entry function")))?;
-        types.push((name, t.id.clone(), entry, is_unsafe, slot.entry4.clone(), slot.entry_tile.clone()));
+        let (entry, is_unsafe) = slot.entry.clone().ok_or_else(|| {
+            ChainError::Plan(format!(
+                "realization of '{contract}' names no entry function"
+            ))
+        })?;
+        types.push((
+            name,
+            t.id.clone(),
+            entry,
+            is_unsafe,
+            slot.entry4.clone(),
+            slot.entry_tile.clone(),
+        ));
     }
     let mut s = String::new();
-    write_types_and_act_kind(&mut s, &named, &["The activation form the dot kernel of `ty` consumes."]);
-    let _ = writeln!(s, "/// One weight row of type `ty` · the prepared activation.");
+    write_types_and_act_kind(
+        &mut s,
+        &named,
+        &["The activation form the dot kernel of `ty` consumes."],
+    );
+    let _ = writeln!(
+        s,
+        "/// One weight row of type `ty` · the prepared activation."
+    );
     let _ = writeln!(s, "#[inline]");
-    let _ = writeln!(s, "pub(crate) fn dot_row(ty: GgmlType, row: &[u8], x: &Act) -> f32 {{");
+    let _ = writeln!(
+        s,
+        "pub(crate) fn dot_row(ty: GgmlType, row: &[u8], x: &Act) -> f32 {{"
+    );
     let _ = writeln!(s, "    match ty {{");
     for (n, _, entry, is_unsafe, ..) in &types {
         write_arm(&mut s, n, *is_unsafe, &format!("{entry}(row, x)"), false);
@@ -366,11 +576,20 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "}}");
     s.push('\n');
     let _ = writeln!(s, "/// One weight row of type `ty` · four prepared activations, with the type's four-token kernel;");
-    let _ = writeln!(s, "/// None when the type has none (the caller then uses `dot_row` per token).");
+    let _ = writeln!(
+        s,
+        "/// None when the type has none (the caller then uses `dot_row` per token)."
+    );
     let _ = writeln!(s, "#[inline]");
-    let _ = writeln!(s, "pub(crate) fn dot_row4(ty: GgmlType, row: &[u8], xs: [&Act; 4]) -> Option<[f32; 4]> {{");
+    let _ = writeln!(
+        s,
+        "pub(crate) fn dot_row4(ty: GgmlType, row: &[u8], xs: [&Act; 4]) -> Option<[f32; 4]> {{"
+    );
     if types.iter().all(|t| t.4.is_none()) {
-        let _ = writeln!(s, "    let _ = (row, xs); // no compiled type has a four-token kernel");
+        let _ = writeln!(
+            s,
+            "    let _ = (row, xs); // no compiled type has a four-token kernel"
+        );
     }
     let _ = writeln!(s, "    match ty {{");
     for (n, _, _, is_unsafe, entry4, _) in &types {
@@ -381,12 +600,24 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
-    let tiled: Vec<_> = types.iter().filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k)| (n, *u, d, k))).collect();
+    let tiled: Vec<_> = types
+        .iter()
+        .filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k)| (n, *u, d, k)))
+        .collect();
     let _ = writeln!(s, "/// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled");
-    let _ = writeln!(s, "/// prefill form: the pair is decoded once for all tokens); false when the type has none.");
-    let _ = writeln!(s, "pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {{");
+    let _ = writeln!(
+        s,
+        "/// prefill form: the pair is decoded once for all tokens); false when the type has none."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {{"
+    );
     if tiled.is_empty() {
-        let _ = writeln!(s, "    let _ = (ty, rows, out); // no compiled type has a tiled kernel");
+        let _ = writeln!(
+            s,
+            "    let _ = (ty, rows, out); // no compiled type has a tiled kernel"
+        );
         let _ = writeln!(s, "    false");
     } else {
         let _ = writeln!(s, "    match ty {{");
@@ -402,7 +633,10 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "/// A row pair of type `ty` decoded by `dec_rows` · four prepared activations (a 2 x 4 tile);");
     let _ = writeln!(s, "/// panics for a type without a tiled kernel.");
     let _ = writeln!(s, "#[inline]");
-    let _ = writeln!(s, "pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {{");
+    let _ = writeln!(
+        s,
+        "pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {{"
+    );
     if tiled.is_empty() {
         let _ = writeln!(s, "    let _ = (rows, xs);");
     }

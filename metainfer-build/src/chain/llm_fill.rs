@@ -33,7 +33,12 @@ pub struct LlmBudget {
 
 impl Default for LlmBudget {
     fn default() -> Self {
-        LlmBudget { max_rounds: 4, max_tokens: 400_000, max_wall: Duration::from_secs(1800), reply_tokens: 2048 }
+        LlmBudget {
+            max_rounds: 4,
+            max_tokens: 400_000,
+            max_wall: Duration::from_secs(1800),
+            reply_tokens: 2048,
+        }
     }
 }
 
@@ -45,7 +50,9 @@ impl LlmBudget {
         let num = |k: &str| -> Result<Option<u64>, ChainError> {
             match std::env::var(k) {
                 Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().map(Some).map_err(|_| {
-                    ChainError::Llm(format!("{k} is `{v}`; it must be a whole number (unset it for the default)"))
+                    ChainError::Llm(format!(
+                        "{k} is `{v}`; it must be a whole number (unset it for the default)"
+                    ))
                 }),
                 _ => Ok(None),
             }
@@ -115,7 +122,10 @@ impl<'a> LlmSession<'a> {
 
     fn over_budget(&self) -> Option<String> {
         if self.started.elapsed() > self.budget.max_wall {
-            return Some(format!("the wall-time budget of {} s is spent (METAINFER_LLM_MAX_WALL_S)", self.budget.max_wall.as_secs()));
+            return Some(format!(
+                "the wall-time budget of {} s is spent (METAINFER_LLM_MAX_WALL_S)",
+                self.budget.max_wall.as_secs()
+            ));
         }
         if self.tokens_used >= self.budget.max_tokens {
             return Some(format!(
@@ -127,7 +137,14 @@ impl<'a> LlmSession<'a> {
     }
 
     /// One request of `role` for `slot`; recorded in the transcript whatever happens.
-    fn ask(&mut self, role: &str, slot: &str, round: u32, messages: &[ChatMessage], temperature: f32) -> Result<(String, Option<String>), ChainError> {
+    fn ask(
+        &mut self,
+        role: &str,
+        slot: &str,
+        round: u32,
+        messages: &[ChatMessage],
+        temperature: f32,
+    ) -> Result<(String, Option<String>), ChainError> {
         let req = ChatRequest {
             messages: messages.to_vec(),
             max_tokens: Some(self.budget.reply_tokens),
@@ -141,7 +158,9 @@ impl<'a> LlmSession<'a> {
         let result = self.client.chat(&req, &mut |piece| {
             streamed += piece.len();
             if progress && streamed % 2048 < piece.len() {
-                crate::progress::line(&format!("metainfer: llm:   … {role} {slot}: {streamed} bytes so far"));
+                crate::progress::line(&format!(
+                    "metainfer: llm:   … {role} {slot}: {streamed} bytes so far"
+                ));
             }
         });
         let elapsed_ms = t0.elapsed().as_millis() as u64;
@@ -151,7 +170,11 @@ impl<'a> LlmSession<'a> {
                     .usage
                     .as_ref()
                     .map(|u| u.prompt_tokens + u.completion_tokens)
-                    .unwrap_or_else(|| (messages.iter().map(|m| m.content.len()).sum::<usize>() + reply.content.len()) as u64 / 4);
+                    .unwrap_or_else(|| {
+                        (messages.iter().map(|m| m.content.len()).sum::<usize>()
+                            + reply.content.len()) as u64
+                            / 4
+                    });
                 self.tokens_used += used;
                 if let Some(id) = &reply.request_id {
                     self.request_ids.push(id.clone());
@@ -179,7 +202,9 @@ impl<'a> LlmSession<'a> {
                     "step": "llm", "role": role, "slot": slot, "round": round, "elapsed_ms": elapsed_ms,
                     "request": messages, "error": e.to_string(),
                 }));
-                Err(ChainError::Llm(format!("the {role} request for slot `{slot}` (round {round}) failed: {e}")))
+                Err(ChainError::Llm(format!(
+                    "the {role} request for slot `{slot}` (round {round}) failed: {e}"
+                )))
             }
         }
     }
@@ -196,15 +221,33 @@ impl<'a> LlmSession<'a> {
         scratch: &Scratch<'_>,
     ) -> Result<Filled, ChainError> {
         let slot = &plan.slots[index];
-        let cid = slot.contract.clone().ok_or_else(|| ChainError::Plan(format!("slot `{}` has no contract for the llm", slot.id)))?;
-        let contract = ckb.contracts.get(&cid).ok_or_else(|| ChainError::Plan(format!("the ckb has no contract '{cid}'")))?;
+        let cid = slot.contract.clone().ok_or_else(|| {
+            ChainError::Plan(format!("slot `{}` has no contract for the llm", slot.id))
+        })?;
+        let contract = ckb
+            .contracts
+            .get(&cid)
+            .ok_or_else(|| ChainError::Plan(format!("the ckb has no contract '{cid}'")))?;
         let code_of = |c: &str| -> Option<String> {
-            plan.slots.iter().position(|s| s.contract.as_deref() == Some(c)).and_then(|i| codes[i].as_ref().map(|x| x.code.clone()))
+            plan.slots
+                .iter()
+                .position(|s| s.contract.as_deref() == Some(c))
+                .and_then(|i| codes[i].as_ref().map(|x| x.code.clone()))
         };
         let prompt = prompts::implementer_prompt(plan, slot, contract, ckb, reference, &code_of);
-        let mut conv = vec![ChatMessage::system(prompts::IMPLEMENTER_SYSTEM), ChatMessage::user(prompt)];
+        let mut conv = vec![
+            ChatMessage::system(prompts::IMPLEMENTER_SYSTEM),
+            ChatMessage::user(prompt),
+        ];
         let gates = contract.gates.clone();
-        self.say(format!("implementing `{}` ({} v{}) with {}; gates: {}", slot.id, cid, contract.version, self.client.config().model, gates.join(", ")));
+        self.say(format!(
+            "implementing `{}` ({} v{}) with {}; gates: {}",
+            slot.id,
+            cid,
+            contract.version,
+            self.client.config().model,
+            gates.join(", ")
+        ));
         let mut last_feedback = String::new();
         // Greedy first (reproducible); once a reply repeats an earlier one or runs into the token
         // limit (small models loop), sample, with a new seed each round.
@@ -225,27 +268,62 @@ impl<'a> LlmSession<'a> {
             // inside small models' context windows however many rounds it takes.
             conv.truncate(2);
             conv.push(ChatMessage::assistant(reply.clone()));
-            let feedback = match self.check(plan, index, codes, ckb, contract, &reply, finish.as_deref(), scratch, round)? {
+            let feedback = match self.check(
+                plan,
+                index,
+                codes,
+                ckb,
+                contract,
+                &reply,
+                finish.as_deref(),
+                scratch,
+                round,
+            )? {
                 Ok((code, verdict)) => {
                     self.say(format!("`{}` passed its gates in round {round}", slot.id));
                     let realization = format!("{cid}/{}", slot.variants.join("+"));
-                    let code = SlotCode { slot: slot.id.clone(), implementer: "llm".into(), realization, code };
-                    return Ok(Filled { code, rounds: round, verdict });
+                    let code = SlotCode {
+                        slot: slot.id.clone(),
+                        implementer: "llm".into(),
+                        realization,
+                        code,
+                    };
+                    return Ok(Filled {
+                        code,
+                        rounds: round,
+                        verdict,
+                    });
                 }
-                Err(feedback) if repeated => format!("Your reply is the same as an earlier one, which was rejected. {feedback}"),
+                Err(feedback) if repeated => format!(
+                    "Your reply is the same as an earlier one, which was rejected. {feedback}"
+                ),
                 Err(feedback) => feedback,
             };
-            self.say(format!("round {round} of `{}` rejected: {}", slot.id, feedback.lines().next().unwrap_or("")));
+            self.say(format!(
+                "round {round} of `{}` rejected: {}",
+                slot.id,
+                feedback.lines().next().unwrap_or("")
+            ));
             conv.push(ChatMessage::user(format!("{feedback}\n\nReply with the whole corrected section `{}` as one ```rust code block.", slot.id)));
             last_feedback = feedback;
         }
-        let why = format!("{} rounds (METAINFER_LLM_MAX_ROUNDS) did not produce a section that passes", self.budget.max_rounds);
+        let why = format!(
+            "{} rounds (METAINFER_LLM_MAX_ROUNDS) did not produce a section that passes",
+            self.budget.max_rounds
+        );
         Err(self.give_up(&slot.id, self.budget.max_rounds, &why, &last_feedback))
     }
 
     fn give_up(&mut self, slot: &str, rounds: u32, why: &str, last: &str) -> ChainError {
-        self.transcript.push(json!({"step": "give_up", "slot": slot, "rounds": rounds, "why": why}));
-        ChainError::Budget { slot: slot.to_string(), rounds, why: why.to_string(), last_feedback: last.to_string(), transcript: String::new() }
+        self.transcript
+            .push(json!({"step": "give_up", "slot": slot, "rounds": rounds, "why": why}));
+        ChainError::Budget {
+            slot: slot.to_string(),
+            rounds,
+            why: why.to_string(),
+            last_feedback: last.to_string(),
+            transcript: String::new(),
+        }
     }
 
     /// Review then verify one reply: `Ok(Ok(..))` passed, `Ok(Err(feedback))` rejected.
@@ -266,7 +344,9 @@ impl<'a> LlmSession<'a> {
         let code = match extract::code_of(reply, finish) {
             Ok(c) => c,
             Err(why) => {
-                self.transcript.push(json!({"step": "extract", "slot": slot.id, "round": round, "problem": why}));
+                self.transcript.push(
+                    json!({"step": "extract", "slot": slot.id, "round": round, "problem": why}),
+                );
                 return Ok(Err(why));
             }
         };
@@ -275,19 +355,32 @@ impl<'a> LlmSession<'a> {
         self.transcript.push(json!({"step": "review", "slot": slot.id, "round": round, "problems": problems.iter().map(|p| p.to_string()).collect::<Vec<_>>()}));
         if !problems.is_empty() {
             let list: Vec<String> = problems.iter().map(|p| format!("- {p}")).collect();
-            return Ok(Err(format!("The spec-reviewer rejected the section ({} problems):\n{}", problems.len(), list.join("\n"))));
+            return Ok(Err(format!(
+                "The spec-reviewer rejected the section ({} problems):\n{}",
+                problems.len(),
+                list.join("\n")
+            )));
         }
         if self.llm_review {
-            let msgs = [ChatMessage::system(prompts::REVIEWER_SYSTEM), ChatMessage::user(prompts::reviewer_prompt(slot, contract, &code))];
+            let msgs = [
+                ChatMessage::system(prompts::REVIEWER_SYSTEM),
+                ChatMessage::user(prompts::reviewer_prompt(slot, contract, &code)),
+            ];
             let (answer, _) = self.ask("reviewer", &slot.id, round, &msgs, 0.0)?;
             if let Some(objections) = prompts::reviewer_verdict(&answer) {
-                return Ok(Err(format!("The spec-reviewer found problems against the contract:\n{objections}")));
+                return Ok(Err(format!(
+                    "The spec-reviewer found problems against the contract:\n{objections}"
+                )));
             }
         }
         // The verifier: this section with the others, compiled, and the slot's gates run.
         let (work_plan, work_codes) = working_engine(plan, index, codes, &code, ckb)?;
         let engine = implement::assemble(&work_plan, &work_codes);
-        self.say(format!("verifying `{}` round {round}: compiling the engine and running {}", slot.id, contract.gates.join(", ")));
+        self.say(format!(
+            "verifying `{}` round {round}: compiling the engine and running {}",
+            slot.id,
+            contract.gates.join(", ")
+        ));
         let t0 = Instant::now();
         let all_gates = super::gate_ids(&work_plan, ckb);
         match verify::verify_subset(scratch, &engine, &all_gates, &contract.gates, false) {
@@ -298,17 +391,34 @@ impl<'a> LlmSession<'a> {
             }
             Err(e) => Err(e),
             Ok(v) => {
-                let gates: Vec<_> = v.gates.iter().map(|g| json!({"id": g.id, "status": g.status, "measured": g.measured})).collect();
+                let gates: Vec<_> = v
+                    .gates
+                    .iter()
+                    .map(|g| json!({"id": g.id, "status": g.status, "measured": g.measured}))
+                    .collect();
                 self.transcript.push(json!({"step": "verify", "slot": slot.id, "round": round, "compiled": true, "passed": v.passed, "elapsed_ms": t0.elapsed().as_millis() as u64, "gates": gates}));
                 if v.passed {
                     return Ok(Ok((code, v)));
                 }
-                let failed: Vec<&str> = v.gates.iter().filter(|g| g.status == "fail").map(|g| g.id.as_str()).collect();
+                let failed: Vec<&str> = v
+                    .gates
+                    .iter()
+                    .filter(|g| g.status == "fail")
+                    .map(|g| g.id.as_str())
+                    .collect();
                 let (matched, proposed) = classify(ckb, contract, &failed, &v.log);
                 self.transcript.push(json!({"step": "classify", "slot": slot.id, "round": round, "matched": matched.iter().map(|m| &m.id).collect::<Vec<_>>(), "proposed": proposed}));
-                let mut fb = format!("The verifier ran the gates {}; failed: {}. Gate output:\n{}", contract.gates.join(", "), failed.join(", "), gate_failures(&v.log, 6000));
+                let mut fb = format!(
+                    "The verifier ran the gates {}; failed: {}. Gate output:\n{}",
+                    contract.gates.join(", "),
+                    failed.join(", "),
+                    gate_failures(&v.log, 6000)
+                );
                 for m in &matched {
-                    fb.push_str(&format!("\nKnown failure mode `{}` looks like this: {} Fix: {}", m.id, m.symptom, m.fix));
+                    fb.push_str(&format!(
+                        "\nKnown failure mode `{}` looks like this: {} Fix: {}",
+                        m.id, m.symptom, m.fix
+                    ));
                 }
                 Ok(Err(fb))
             }
@@ -320,29 +430,55 @@ impl<'a> LlmSession<'a> {
 pub fn review_slot(slot: &Slot, code: &str, contract: Option<&Contract>) -> Vec<review::Problem> {
     let allow = match contract {
         Some(c) => review::Allowances::of(Some(c)),
-        None => review::Allowances { unsafe_code: slot.id == "dispatch", file_access: false },
+        None => review::Allowances {
+            unsafe_code: slot.id == "dispatch",
+            file_access: false,
+        },
     };
-    let unsafe_kw = if matches!(slot.entry, Some((_, true))) { "unsafe " } else { "" };
+    let unsafe_kw = if matches!(slot.entry, Some((_, true))) {
+        "unsafe "
+    } else {
+        ""
+    };
     let mut extra: Vec<String> = Vec::new();
     if let Some((e, _)) = &slot.entry {
-        extra.push(format!("pub(crate) {unsafe_kw}fn {e}(row: &[u8], x: &Act) -> f32"));
+        extra.push(format!(
+            "pub(crate) {unsafe_kw}fn {e}(row: &[u8], x: &Act) -> f32"
+        ));
     }
     if let Some(e4) = &slot.entry4 {
-        extra.push(format!("pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"));
+        extra.push(format!(
+            "pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"
+        ));
     }
     if let Some((d, k)) = &slot.entry_tile {
-        extra.push(format!("pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; 2], out: &mut DecRows)"));
-        extra.push(format!("pub(crate) {unsafe_kw}fn {k}(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]"));
+        extra.push(format!(
+            "pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; 2], out: &mut DecRows)"
+        ));
+        extra.push(format!(
+            "pub(crate) {unsafe_kw}fn {k}(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]"
+        ));
     }
     review::review_section(&slot.id, code, contract, allow, &extra)
 }
 
 /// The plan and code to verify slot `index` with `code`: slots before it as chosen, slots
 /// after it not yet filled by their CKB fallback, header and dispatch regenerated.
-fn working_engine(plan: &Plan, index: usize, codes: &[Option<SlotCode>], code: &str, ckb: &Ckb) -> Result<(Plan, Vec<SlotCode>), ChainError> {
+fn working_engine(
+    plan: &Plan,
+    index: usize,
+    codes: &[Option<SlotCode>],
+    code: &str,
+    ckb: &Ckb,
+) -> Result<(Plan, Vec<SlotCode>), ChainError> {
     let mut work = plan.clone();
     let mut out: Vec<Option<SlotCode>> = codes.to_vec();
-    out[index] = Some(SlotCode { slot: plan.slots[index].id.clone(), implementer: "llm".into(), realization: "candidate".into(), code: code.to_string() });
+    out[index] = Some(SlotCode {
+        slot: plan.slots[index].id.clone(),
+        implementer: "llm".into(),
+        realization: "candidate".into(),
+        code: code.to_string(),
+    });
     for (i, s) in plan.slots.iter().enumerate() {
         if out[i].is_none() && s.llm {
             if let Some(fb) = &s.fallback {
@@ -371,7 +507,12 @@ fn working_engine(plan: &Plan, index: usize, codes: &[Option<SlotCode>], code: &
 
 /// The failure modes a gate failure matches (those of the contract whose `check` names a
 /// failed gate); when none does, a new mode is proposed under `ckb/proposals/`.
-fn classify<'a>(ckb: &'a Ckb, contract: &Contract, failed: &[&str], log: &str) -> (Vec<&'a FailureMode>, Option<String>) {
+fn classify<'a>(
+    ckb: &'a Ckb,
+    contract: &Contract,
+    failed: &[&str],
+    log: &str,
+) -> (Vec<&'a FailureMode>, Option<String>) {
     let matched: Vec<&FailureMode> = ckb
         .failure_modes
         .iter()
@@ -381,13 +522,28 @@ fn classify<'a>(ckb: &'a Ckb, contract: &Contract, failed: &[&str], log: &str) -
     if !matched.is_empty() || failed.is_empty() {
         return (matched, None);
     }
-    let symptom = gate_failures(log, 400).lines().find(|l| !l.trim().is_empty()).unwrap_or("gate failed").trim().to_string();
-    let id = format!("{}_{}", contract.id, &blake3::hash(format!("{failed:?}{symptom}").as_bytes()).to_hex()[..8]);
+    let symptom = gate_failures(log, 400)
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("gate failed")
+        .trim()
+        .to_string();
+    let id = format!(
+        "{}_{}",
+        contract.id,
+        &blake3::hash(format!("{failed:?}{symptom}").as_bytes()).to_hex()[..8]
+    );
     let mode = FailureMode {
         id: id.clone(),
         symptom: symptom.clone(),
-        check: format!("gates {} on a {} realization", failed.join(", "), contract.id),
-        fix: "unknown: observed while the llm implemented this contract; see the entry's transcript".into(),
+        check: format!(
+            "gates {} on a {} realization",
+            failed.join(", "),
+            contract.id
+        ),
+        fix:
+            "unknown: observed while the llm implemented this contract; see the entry's transcript"
+                .into(),
     };
     match append_proposed_mode(ckb, &mode) {
         Ok(()) => (matched, Some(id)),
@@ -406,7 +562,9 @@ fn append_proposed_mode(ckb: &Ckb, mode: &FailureMode) -> std::io::Result<()> {
     if text.contains(&format!("id = {:?}", mode.id)) {
         return Ok(());
     }
-    let wrapped = crate::ckb::schema::FailureModes { modes: vec![mode.clone()] };
+    let wrapped = crate::ckb::schema::FailureModes {
+        modes: vec![mode.clone()],
+    };
     text.push('\n');
     text.push_str(&toml::to_string(&wrapped).map_err(std::io::Error::other)?);
     let tmp = dir.join(format!(".failure_modes.{}.tmp", std::process::id()));
@@ -422,7 +580,12 @@ fn gate_failures(log: &str, max: usize) -> String {
     for line in log.lines() {
         if line.contains("panicked at") {
             in_panic = true;
-        } else if in_panic && (line.trim().is_empty() || line.starts_with("note:") || line.starts_with("test ") || line.starts_with("stack backtrace:")) {
+        } else if in_panic
+            && (line.trim().is_empty()
+                || line.starts_with("note:")
+                || line.starts_with("test ")
+                || line.starts_with("stack backtrace:"))
+        {
             in_panic = false;
         }
         // (`test x ... GATE …` when the test printed before libtest wrote its status.)

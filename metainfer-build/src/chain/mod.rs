@@ -43,7 +43,14 @@ pub struct ChainOptions {
 impl ChainOptions {
     /// Options for `workspace_root` with scratch crates under `scratch_dir`, no LLM.
     pub fn new(workspace_root: PathBuf, scratch_dir: PathBuf, progress: bool) -> ChainOptions {
-        ChainOptions { workspace_root, scratch_dir, progress, llm: None, budget: llm_fill::LlmBudget::default(), llm_review: false }
+        ChainOptions {
+            workspace_root,
+            scratch_dir,
+            progress,
+            llm: None,
+            budget: llm_fill::LlmBudget::default(),
+            llm_review: false,
+        }
     }
 }
 
@@ -92,7 +99,13 @@ pub enum ChainError {
         "llm: gave up on slot `{slot}` after {rounds} round(s): {why}; nothing was cached{}\nlast feedback to the implementer:\n{last_feedback}",
         if .transcript.is_empty() { String::new() } else { format!(" (transcript kept in {})", .transcript) }
     )]
-    Budget { slot: String, rounds: u32, why: String, last_feedback: String, transcript: String },
+    Budget {
+        slot: String,
+        rounds: u32,
+        why: String,
+        last_feedback: String,
+        transcript: String,
+    },
 }
 
 /// The plan for `c` (its key and canonical constraints baked in).
@@ -102,11 +115,20 @@ fn plan_for(c: &Constraints, ckb: &Ckb) -> Result<plan::Plan, ChainError> {
 
 /// The slots of `c`'s plan that the LLM implementer would fill (empty with `generator = "ckb"`).
 pub fn llm_slots(c: &Constraints, ckb: &Ckb) -> Result<Vec<String>, ChainError> {
-    Ok(plan_for(c, ckb)?.slots.iter().filter(|s| s.llm).map(|s| s.id.clone()).collect())
+    Ok(plan_for(c, ckb)?
+        .slots
+        .iter()
+        .filter(|s| s.llm)
+        .map(|s| s.id.clone())
+        .collect())
 }
 
 /// Plans and implements the engine for `c`: the slots' code and the assembled `engine.rs`.
-pub fn implement_engine(c: &Constraints, ckb: &Ckb, progress: bool) -> Result<(plan::Plan, Vec<SlotCode>, String), ChainError> {
+pub fn implement_engine(
+    c: &Constraints,
+    ckb: &Ckb,
+    progress: bool,
+) -> Result<(plan::Plan, Vec<SlotCode>, String), ChainError> {
     let plan = plan_for(c, ckb)?;
     if progress {
         crate::progress::line(&format!(
@@ -126,7 +148,10 @@ pub fn implement_engine(c: &Constraints, ckb: &Ckb, progress: bool) -> Result<(p
     for slot in &plan.slots {
         let code = implementer.implement(&plan, slot, None)?;
         if progress {
-            crate::progress::line(&format!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer));
+            crate::progress::line(&format!(
+                "metainfer: implement: {:<16} {} ({})",
+                slot.id, code.realization, code.implementer
+            ));
         }
         codes.push(code);
     }
@@ -151,10 +176,16 @@ pub fn review_engine(plan: &plan::Plan, codes: &[SlotCode], ckb: &Ckb) -> Vec<re
 /// Device code is CUDA C, not Rust: every kernel the contract's interface names must be
 /// defined as `extern "C" __global__ void <name>(` (directly or through the file's macros,
 /// whose expansions NVRTC's gate checks in the PTX).
-fn review_device(slot: &plan::Slot, code: &str, contract: Option<&crate::ckb::Contract>) -> Vec<review::Problem> {
+fn review_device(
+    slot: &plan::Slot,
+    code: &str,
+    contract: Option<&crate::ckb::Contract>,
+) -> Vec<review::Problem> {
     let mut problems = Vec::new();
     for item in contract.map(|c| c.interface.as_slice()).unwrap_or_default() {
-        let Some(name) = implement::kernel_name(item) else { continue };
+        let Some(name) = implement::kernel_name(item) else {
+            continue;
+        };
         let direct = code.contains(&format!("void {name}("));
         // `GGUF_KERNELS(q4_k, ...)` defines gemv_q4_k, gemm_q4_k, get_rows_q4_k.
         let via_macro = ["gemv_", "gemm_", "get_rows_"]
@@ -182,10 +213,16 @@ pub fn kernel_files(plan: &plan::Plan, ckb: &Ckb) -> Result<Vec<(String, Vec<u8>
         let code = ckb_impl.implement(plan, slot, None)?;
         let name = format!("{}.cu", slot.id);
         let ptx = crate::nvrtc::compile_ptx(&code.code, &name, &plan.target.arch).map_err(|e| {
-            ChainError::Verify(format!("cannot compile the device code of slot `{}` for {}: {e}", slot.id, plan.target.arch))
+            ChainError::Verify(format!(
+                "cannot compile the device code of slot `{}` for {}: {e}",
+                slot.id, plan.target.arch
+            ))
         })?;
         files.push((format!("kernels/{name}"), code.code.into_bytes()));
-        files.push((format!("kernels/{}.{}.ptx", slot.id, plan.target.arch), ptx.into_bytes()));
+        files.push((
+            format!("kernels/{}.{}.ptx", slot.id, plan.target.arch),
+            ptx.into_bytes(),
+        ));
     }
     Ok(files)
 }
@@ -193,7 +230,11 @@ pub fn kernel_files(plan: &plan::Plan, ckb: &Ckb) -> Result<Vec<(String, Vec<u8>
 /// The gates of every contract in the plan, in plan order, each once.
 pub fn gate_ids(plan: &plan::Plan, ckb: &Ckb) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
-    let applies = |g: &String| ckb.gates.get(g).is_none_or(|g| g.target_kinds.is_empty() || g.target_kinds.contains(&plan.target.kind));
+    let applies = |g: &String| {
+        ckb.gates
+            .get(g)
+            .is_none_or(|g| g.target_kinds.is_empty() || g.target_kinds.contains(&plan.target.kind))
+    };
     for s in &plan.slots {
         if let Some(c) = s.contract.as_ref().and_then(|id| ckb.contracts.get(id)) {
             for g in c.gates.iter().filter(|g| applies(g)) {
@@ -206,7 +247,12 @@ pub fn gate_ids(plan: &plan::Plan, ckb: &Ckb) -> Vec<String> {
     ids
 }
 
-fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan, kernels: Vec<(String, Vec<u8>)>) -> verify::Scratch<'a> {
+fn scratch<'a>(
+    opts: &'a ChainOptions,
+    ckb: &'a Ckb,
+    plan: &plan::Plan,
+    kernels: Vec<(String, Vec<u8>)>,
+) -> verify::Scratch<'a> {
     let key = &plan.key;
     let mut rt_features = vec!["server"];
     if plan.format == crate::ckb::Format::Safetensors {
@@ -230,7 +276,13 @@ fn scratch<'a>(opts: &'a ChainOptions, ckb: &'a Ckb, plan: &plan::Plan, kernels:
 /// `ckb/proposals/`.
 pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate, ChainError> {
     let plan = plan_for(c, ckb)?;
-    let llm_slots: Vec<usize> = plan.slots.iter().enumerate().filter(|(_, s)| s.llm).map(|(i, _)| i).collect();
+    let llm_slots: Vec<usize> = plan
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.llm)
+        .map(|(i, _)| i)
+        .collect();
     if opts.progress {
         crate::progress::line(&format!(
             "metainfer: plan: {} slots for model={} hw={} quant={} ({} tensor types), {} for the llm",
@@ -248,7 +300,10 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
         if !slot.llm {
             let code = ckb_impl.implement(&plan, slot, None)?;
             if opts.progress {
-                crate::progress::line(&format!("metainfer: implement: {:<16} {} ({})", slot.id, code.realization, code.implementer));
+                crate::progress::line(&format!(
+                    "metainfer: implement: {:<16} {} ({})",
+                    slot.id, code.realization, code.implementer
+                ));
             }
             chosen[i] = Some(code);
         }
@@ -258,7 +313,10 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
     let mut session_out: Option<(Vec<serde_json::Value>, Vec<String>, Vec<String>)> = None;
     let mut rounds: BTreeMap<usize, u32> = BTreeMap::new();
     if !llm_slots.is_empty() {
-        let names: Vec<&str> = llm_slots.iter().map(|&i| plan.slots[i].id.as_str()).collect();
+        let names: Vec<&str> = llm_slots
+            .iter()
+            .map(|&i| plan.slots[i].id.as_str())
+            .collect();
         let cfg = opts.llm.clone().ok_or_else(|| {
             ChainError::Llm(format!(
                 "generator = \"{}\" needs an llm for slot(s) {}, and none is configured; set METAINFER_LLM_BASE_URL and METAINFER_LLM_MODEL (and METAINFER_LLM_API_KEY if the server wants one), or METAINFER_LLM_CONFIG=<file.toml>, or use generator = \"ckb\" where the ckb covers every slot",
@@ -267,7 +325,8 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             ))
         })?;
         let client = crate::llm::Client::new(cfg);
-        let mut session = llm_fill::LlmSession::new(&client, opts.budget.clone(), opts.llm_review, opts.progress);
+        let mut session =
+            llm_fill::LlmSession::new(&client, opts.budget.clone(), opts.llm_review, opts.progress);
         let reference = prompts::Reference::parse(c.reference.as_str());
         for &i in &llm_slots {
             match session.fill(&plan, i, &chosen, ckb, reference, &scratch) {
@@ -280,20 +339,29 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
         }
         session_out = Some((session.transcript, session.request_ids, session.models));
     }
-    let codes: Vec<SlotCode> = chosen.into_iter().map(|c| c.expect("every slot is filled")).collect();
+    let codes: Vec<SlotCode> = chosen
+        .into_iter()
+        .map(|c| c.expect("every slot is filled"))
+        .collect();
     let engine = implement::assemble(&plan, &codes);
     let problems = review_engine(&plan, &codes, ckb);
     if !problems.is_empty() {
         return Err(ChainError::Review(problems));
     }
     if opts.progress {
-        crate::progress::line(&format!("metainfer: review: {} sections match their contracts and the code policy", codes.len()));
+        crate::progress::line(&format!(
+            "metainfer: review: {} sections match their contracts and the code policy",
+            codes.len()
+        ));
     }
     let gates = gate_ids(&plan, ckb);
     let verdict = verify::verify(&scratch, &engine, &gates, opts.progress)?;
     if opts.progress {
         for g in &verdict.gates {
-            crate::progress::line(&format!("metainfer: verify: gate {:<12} {}", g.id, g.status));
+            crate::progress::line(&format!(
+                "metainfer: verify: gate {:<12} {}",
+                g.id, g.status
+            ));
         }
     }
     let mut transcript = consolidate::transcript(&plan, &codes, &problems, &verdict);
@@ -309,7 +377,10 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
     };
     let mut files = BTreeMap::new();
     files.insert("engine.rs".to_string(), engine.into_bytes());
-    files.insert("gates.toml".to_string(), consolidate::gates_toml(&verdict).into_bytes());
+    files.insert(
+        "gates.toml".to_string(),
+        consolidate::gates_toml(&verdict).into_bytes(),
+    );
     files.insert("transcript.jsonl".to_string(), transcript.into_bytes());
     files.extend(kernels);
     if !verdict.passed {
@@ -318,7 +389,12 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
     let mut proposals = Vec::new();
     if verdict.passed {
         for (&i, &r) in &rounds {
-            let p = consolidate::Evidence { rounds: r, model: llm_model.as_deref(), request_ids: &llm_request_ids, verdict: &verdict };
+            let p = consolidate::Evidence {
+                rounds: r,
+                model: llm_model.as_deref(),
+                request_ids: &llm_request_ids,
+                verdict: &verdict,
+            };
             match consolidate::write_proposal(ckb, &plan, &plan.slots[i], &codes[i], &p) {
                 Ok(dir) => {
                     if opts.progress {
@@ -326,7 +402,12 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
                     }
                     proposals.push(dir);
                 }
-                Err(e) => return Err(ChainError::Verify(format!("cannot write the proposal for slot `{}`: {e}", plan.slots[i].id))),
+                Err(e) => {
+                    return Err(ChainError::Verify(format!(
+                        "cannot write the proposal for slot `{}`: {e}",
+                        plan.slots[i].id
+                    )))
+                }
             }
         }
     }
@@ -342,19 +423,51 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
             realization: c.realization.clone(),
         })
         .collect();
-    Ok(Candidate { files, slots, gates_passed: verdict.passed, llm_model, llm_request_ids, proposals })
+    Ok(Candidate {
+        files,
+        slots,
+        gates_passed: verdict.passed,
+        llm_model,
+        llm_request_ids,
+        proposals,
+    })
 }
 
 /// Keeps the transcript of a failed LLM run under `<scratch>/failed/<key>/` and says where.
-fn keep_transcript(opts: &ChainOptions, key: &str, lines: &[serde_json::Value], e: ChainError) -> ChainError {
+fn keep_transcript(
+    opts: &ChainOptions,
+    key: &str,
+    lines: &[serde_json::Value],
+    e: ChainError,
+) -> ChainError {
     let dir = opts.scratch_dir.join("failed").join(key);
     let path = dir.join("transcript.jsonl");
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let kept = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, text)).is_ok();
-    let shown = if kept { path.display().to_string() } else { String::new() };
+    let kept = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::write(&path, text))
+        .is_ok();
+    let shown = if kept {
+        path.display().to_string()
+    } else {
+        String::new()
+    };
     match e {
-        ChainError::Budget { slot, rounds, why, last_feedback, .. } => ChainError::Budget { slot, rounds, why, last_feedback, transcript: shown },
-        ChainError::Llm(m) if kept => ChainError::Llm(format!("{m}; nothing was cached (transcript kept in {shown})")),
+        ChainError::Budget {
+            slot,
+            rounds,
+            why,
+            last_feedback,
+            ..
+        } => ChainError::Budget {
+            slot,
+            rounds,
+            why,
+            last_feedback,
+            transcript: shown,
+        },
+        ChainError::Llm(m) if kept => ChainError::Llm(format!(
+            "{m}; nothing was cached (transcript kept in {shown})"
+        )),
         other => other,
     }
 }
@@ -362,9 +475,23 @@ fn keep_transcript(opts: &ChainOptions, key: &str, lines: &[serde_json::Value], 
 /// Re-runs the gates of `c`'s plan on an existing entry's `engine.rs` and `kernels/` files
 /// (path, bytes), the ones it ships, not freshly compiled ones; returns the new `gates.toml`
 /// and whether every gate passed.
-pub fn reverify(c: &Constraints, ckb: &Ckb, engine_rs: &str, kernels: Vec<(String, Vec<u8>)>, opts: &ChainOptions) -> Result<(Vec<u8>, bool), ChainError> {
+pub fn reverify(
+    c: &Constraints,
+    ckb: &Ckb,
+    engine_rs: &str,
+    kernels: Vec<(String, Vec<u8>)>,
+    opts: &ChainOptions,
+) -> Result<(Vec<u8>, bool), ChainError> {
     let plan = plan_for(c, ckb)?;
     let gates = gate_ids(&plan, ckb);
-    let verdict = verify::verify(&scratch(opts, ckb, &plan, kernels), engine_rs, &gates, opts.progress)?;
-    Ok((consolidate::gates_toml(&verdict).into_bytes(), verdict.passed))
+    let verdict = verify::verify(
+        &scratch(opts, ckb, &plan, kernels),
+        engine_rs,
+        &gates,
+        opts.progress,
+    )?;
+    Ok((
+        consolidate::gates_toml(&verdict).into_bytes(),
+        verdict.passed,
+    ))
 }

@@ -2,7 +2,9 @@
 //! realization chosen for each, and the constants to bake in.
 
 use super::ChainError;
-use crate::ckb::schema::{Contract, Format, ModelFamily, Preset, Quant, QuantKind, RealizationRef, Target, TargetKind};
+use crate::ckb::schema::{
+    Contract, Format, ModelFamily, Preset, Quant, QuantKind, RealizationRef, Target, TargetKind,
+};
 use crate::ckb::Ckb;
 use crate::constraints::{Constraints, Feature, Generator};
 use serde::Serialize;
@@ -62,10 +64,19 @@ pub struct Slot {
 /// changed since they were validated is reported, not assumed).
 pub fn plan(c: &Constraints, ckb: &Ckb) -> Result<Plan, ChainError> {
     let no = |what: &str, id: &str| ChainError::Plan(format!("the ckb has no {what} '{id}'"));
-    let (family, preset) = ckb.resolve_model(&c.model).ok_or_else(|| no("model family or preset", &c.model))?;
+    let (family, preset) = ckb
+        .resolve_model(&c.model)
+        .ok_or_else(|| no("model family or preset", &c.model))?;
     let (family, preset) = (family.clone(), preset.cloned());
-    let target = ckb.targets.get(&c.hw).ok_or_else(|| no("target", &c.hw))?.clone();
-    let q = ckb.quants.get(&c.quant).ok_or_else(|| no("quant", &c.quant))?;
+    let target = ckb
+        .targets
+        .get(&c.hw)
+        .ok_or_else(|| no("target", &c.hw))?
+        .clone();
+    let q = ckb
+        .quants
+        .get(&c.quant)
+        .ok_or_else(|| no("quant", &c.quant))?;
     let base_graph = match family.target_graphs.get(&target.kind) {
         Some(g) => g,
         None if target.kind == TargetKind::Cpu => &family.graph,
@@ -85,11 +96,20 @@ pub fn plan(c: &Constraints, ckb: &Ckb) -> Result<Plan, ChainError> {
     type_ids.dedup();
     let tensor_types: Vec<Quant> = type_ids
         .iter()
-        .map(|t| ckb.quants.get(t).cloned().ok_or_else(|| no("tensor type", t)))
+        .map(|t| {
+            ckb.quants
+                .get(t)
+                .cloned()
+                .ok_or_else(|| no("tensor type", t))
+        })
         .collect::<Result<_, _>>()?;
 
     let mut slots = Vec::new();
-    let extra = c.features.iter().filter_map(|f| family.feature_sections.get(f.as_str())).flatten();
+    let extra = c
+        .features
+        .iter()
+        .filter_map(|f| family.feature_sections.get(f.as_str()))
+        .flatten();
     let swaps = family.format_sections.get(&q.format);
     if q.format != Format::Gguf && swaps.is_none() {
         return Err(ChainError::Plan(format!(
@@ -99,17 +119,27 @@ pub fn plan(c: &Constraints, ckb: &Ckb) -> Result<Plan, ChainError> {
     }
     let graph: Vec<&String> = base_graph
         .iter()
-        .map(|s| swaps.and_then(|m| m.get(s.trim_end_matches('?'))).unwrap_or(s))
+        .map(|s| {
+            swaps
+                .and_then(|m| m.get(s.trim_end_matches('?')))
+                .unwrap_or(s)
+        })
         .chain(extra)
         .collect();
     for section in graph {
         match section.as_str() {
             "header" => slots.push(generated("header", "Constants and configuration")),
-            "dispatch" => slots.push(generated("dispatch", "Kernel dispatch over the compiled tensor types")),
+            "dispatch" => slots.push(generated(
+                "dispatch",
+                "Kernel dispatch over the compiled tensor types",
+            )),
             "dot_kernels" => {
                 for t in &tensor_types {
                     let cid = t.contract.as_deref().ok_or_else(|| {
-                        ChainError::Plan(format!("tensor type '{}' names no dot-kernel contract", t.id))
+                        ChainError::Plan(format!(
+                            "tensor type '{}' names no dot-kernel contract",
+                            t.id
+                        ))
                     })?;
                     slots.push(contract_slot(ckb, cid, &target, c.generator, true)?);
                 }
@@ -159,20 +189,32 @@ fn generated(id: &str, title: &str) -> Slot {
 /// The variant name an LLM realization of a contract takes on `target`: the target's first
 /// (most preferred) variant, so that once adopted the planner picks it for this target.
 pub fn llm_variant(target: &Target) -> String {
-    target.variants.first().cloned().unwrap_or_else(|| "scalar".into())
+    target
+        .variants
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "scalar".into())
 }
 
 /// The first realization (in the target's variant preference order) whose ISA needs the
 /// target meets, with the variants it must be included with; or, where the generator says so
 /// (`llm`: always; `auto`: when the CKB has none), a slot for the LLM implementer.
-fn contract_slot(ckb: &Ckb, cid: &str, target: &Target, generator: Generator, dot_kernel: bool) -> Result<Slot, ChainError> {
-    let c: &Contract = ckb
-        .contracts
-        .get(cid)
-        .ok_or_else(|| ChainError::Plan(format!("the model graph names contract '{cid}', which the ckb lacks")))?;
+fn contract_slot(
+    ckb: &Ckb,
+    cid: &str,
+    target: &Target,
+    generator: Generator,
+    dot_kernel: bool,
+) -> Result<Slot, ChainError> {
+    let c: &Contract = ckb.contracts.get(cid).ok_or_else(|| {
+        ChainError::Plan(format!(
+            "the model graph names contract '{cid}', which the ckb lacks"
+        ))
+    })?;
     let from_ckb = ckb_slot(c, target).map(|mut slot| {
         slot.device = slot.variants.iter().any(|v| {
-            crate::ckb::realization_file(&ckb.root, cid, v).is_some_and(|p| p.extension().is_some_and(|e| e == "cu"))
+            crate::ckb::realization_file(&ckb.root, cid, v)
+                .is_some_and(|p| p.extension().is_some_and(|e| e == "cu"))
         });
         slot
     });

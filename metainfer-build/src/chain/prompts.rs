@@ -52,7 +52,9 @@ pub fn required_items(slot: &Slot, contract: &Contract) -> Vec<String> {
     let mut items = contract.interface.clone();
     if let Some((entry, is_unsafe)) = &slot.entry {
         let u = if *is_unsafe { "unsafe " } else { "" };
-        items.push(format!("pub(crate) {u}fn {entry}(row: &[u8], x: &Act) -> f32"));
+        items.push(format!(
+            "pub(crate) {u}fn {entry}(row: &[u8], x: &Act) -> f32"
+        ));
     }
     items
 }
@@ -69,17 +71,39 @@ pub fn implementer_prompt(
 ) -> String {
     let t = &plan.target;
     let mut s = String::new();
-    let _ = writeln!(s, "Write section `{}` — {} (contract `{}` version {}).", slot.id, contract.title, contract.id, contract.version);
-    let feats = if t.features.is_empty() { "none (portable scalar Rust only)".to_string() } else { t.features.join(", ") };
-    let _ = writeln!(s, "Target: `{}` — {}. CPU features you may use: {feats}.", t.id, t.summary);
-    let _ = writeln!(s, "Model family: {} ({}).", plan.family.family, plan.family.summary);
+    let _ = writeln!(
+        s,
+        "Write section `{}` — {} (contract `{}` version {}).",
+        slot.id, contract.title, contract.id, contract.version
+    );
+    let feats = if t.features.is_empty() {
+        "none (portable scalar Rust only)".to_string()
+    } else {
+        t.features.join(", ")
+    };
+    let _ = writeln!(
+        s,
+        "Target: `{}` — {}. CPU features you may use: {feats}.",
+        t.id, t.summary
+    );
+    let _ = writeln!(
+        s,
+        "Model family: {} ({}).",
+        plan.family.family, plan.family.summary
+    );
     let _ = writeln!(s, "\n## Contract\n{}", contract.summary);
-    let _ = writeln!(s, "\nThe section must expose exactly these items (signatures verbatim):");
+    let _ = writeln!(
+        s,
+        "\nThe section must expose exactly these items (signatures verbatim):"
+    );
     for i in required_items(slot, contract) {
         let _ = writeln!(s, "- `{i}`");
     }
     if let Some((entry, is_unsafe)) = &slot.entry {
-        let _ = writeln!(s, "`{entry}` is the dot kernel the engine's dispatch calls for this tensor type.");
+        let _ = writeln!(
+            s,
+            "`{entry}` is the dot kernel the engine's dispatch calls for this tensor type."
+        );
         if *is_unsafe {
             let _ = writeln!(
                 s,
@@ -100,11 +124,27 @@ pub fn implementer_prompt(
         let _ = writeln!(s, "\nPseudocode:\n{}", contract.pseudocode.trim());
     }
     if !contract.tolerances.is_empty() {
-        let tol: Vec<String> = contract.tolerances.iter().map(|(k, v)| format!("{k} = {v:e}")).collect();
+        let tol: Vec<String> = contract
+            .tolerances
+            .iter()
+            .map(|(k, v)| format!("{k} = {v:e}"))
+            .collect();
         let _ = writeln!(s, "\nTolerances the gates apply: {}.", tol.join(", "));
     }
-    let _ = writeln!(s, "`unsafe` is {} in this section.", if contract.unsafe_allowed { "allowed" } else { "NOT allowed" });
-    if let Some(q) = plan.tensor_types.iter().find(|q| q.contract.as_deref() == Some(contract.id.as_str())) {
+    let _ = writeln!(
+        s,
+        "`unsafe` is {} in this section.",
+        if contract.unsafe_allowed {
+            "allowed"
+        } else {
+            "NOT allowed"
+        }
+    );
+    if let Some(q) = plan
+        .tensor_types
+        .iter()
+        .find(|q| q.contract.as_deref() == Some(contract.id.as_str()))
+    {
         let _ = writeln!(s, "\n## Quant layout: {} ({})", q.id, q.summary);
         let _ = writeln!(
             s,
@@ -118,14 +158,22 @@ pub fn implementer_prompt(
         }
         let _ = writeln!(s, "Dequantization: {}", q.dequant);
     }
-    let modes: Vec<_> = contract.failure_modes.iter().filter_map(|id| ckb.failure_modes.iter().find(|m| &m.id == id)).collect();
+    let modes: Vec<_> = contract
+        .failure_modes
+        .iter()
+        .filter_map(|id| ckb.failure_modes.iter().find(|m| &m.id == id))
+        .collect();
     if !modes.is_empty() {
         let _ = writeln!(s, "\n## Known failure modes to avoid");
         for m in modes {
             let _ = writeln!(s, "- {}: {} Fix: {}", m.id, m.symptom, m.fix);
         }
     }
-    let sib = if reference == Reference::Sibling { sibling(slot, contract, plan, ckb) } else { None };
+    let sib = if reference == Reference::Sibling {
+        sibling(slot, contract, plan, ckb)
+    } else {
+        None
+    };
     // What the section is likely to use: names in its contract, and in the sibling it is shown.
     let mut context = required_items(slot, contract).join("\n");
     for t in [&contract.pseudocode, &contract.summary] {
@@ -138,7 +186,9 @@ pub fn implementer_prompt(
     let wanted = |name: &str| mentions(&context, name);
     let _ = writeln!(s, "\n## What the sections it uses provide");
     for r in &contract.requires {
-        let Some(rc) = ckb.contracts.get(r) else { continue };
+        let Some(rc) = ckb.contracts.get(r) else {
+            continue;
+        };
         match (reference, code_of(r)) {
             (Reference::None, _) | (_, None) => {
                 let _ = writeln!(s, "\n### `{r}` — {}", rc.summary);
@@ -157,7 +207,11 @@ pub fn implementer_prompt(
     if let Some((name, code)) = &sib {
         let _ = writeln!(s, "\n## A sibling realization ({name}), verified, for the conventions and helper types\n```rust\n{}\n```", code.trim_end());
     }
-    let _ = writeln!(s, "\nReply with the complete section `{}` as one ```rust code block.", slot.id);
+    let _ = writeln!(
+        s,
+        "\nReply with the complete section `{}` as one ```rust code block.",
+        slot.id
+    );
     s
 }
 
@@ -177,12 +231,22 @@ fn sibling(slot: &Slot, contract: &Contract, plan: &Plan, ckb: &Ckb) -> Option<(
     let read = |cid: &str, variants: &[String]| -> Option<String> {
         let mut out = String::new();
         for v in variants {
-            out.push_str(&std::fs::read_to_string(ckb.root.join("realizations").join(cid).join(format!("{v}.rs"))).ok()?);
+            out.push_str(
+                &std::fs::read_to_string(
+                    ckb.root
+                        .join("realizations")
+                        .join(cid)
+                        .join(format!("{v}.rs")),
+                )
+                .ok()?,
+            );
             out.push('\n');
         }
         Some(out)
     };
-    let fits = |r: &crate::ckb::schema::RealizationRef| r.isa.iter().all(|f| plan.target.features.contains(f));
+    let fits = |r: &crate::ckb::schema::RealizationRef| {
+        r.isa.iter().all(|f| plan.target.features.contains(f))
+    };
     let pick = |c: &Contract| -> Option<(String, String)> {
         let r = c
             .realizations
@@ -240,7 +304,11 @@ pub fn item_outline(code: &str, wanted: Option<&dyn Fn(&str) -> bool>) -> String
                     items.push(syn::Item::Impl(i));
                 }
             }
-            syn::Item::Struct(_) | syn::Item::Enum(_) | syn::Item::Const(_) | syn::Item::Type(_) | syn::Item::Static(_) => {
+            syn::Item::Struct(_)
+            | syn::Item::Enum(_)
+            | syn::Item::Const(_)
+            | syn::Item::Type(_)
+            | syn::Item::Static(_) => {
                 let (vis, name) = match item {
                     syn::Item::Struct(x) => (&x.vis, x.ident.to_string()),
                     syn::Item::Enum(x) => (&x.vis, x.ident.to_string()),
@@ -261,9 +329,21 @@ pub fn item_outline(code: &str, wanted: Option<&dyn Fn(&str) -> bool>) -> String
     if items.is_empty() {
         return String::new();
     }
-    let text = prettyplease::unparse(&syn::File { shebang: None, attrs: Vec::new(), items });
+    let text = prettyplease::unparse(&syn::File {
+        shebang: None,
+        attrs: Vec::new(),
+        items,
+    });
     // `fn f(..) -> T {}` reads as a definition; show signatures.
-    text.lines().map(|l| l.strip_suffix(" {}").map(|s| format!("{s};")).unwrap_or_else(|| l.to_string())).collect::<Vec<_>>().join("\n") + "\n"
+    text.lines()
+        .map(|l| {
+            l.strip_suffix(" {}")
+                .map(|s| format!("{s};"))
+                .unwrap_or_else(|| l.to_string())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// Drops doc comments and other attributes from an outlined item.
@@ -301,7 +381,11 @@ fn mentions(text: &str, name: &str) -> bool {
 /// The spec-reviewer's message: the contract and the code, nothing else.
 pub fn reviewer_prompt(slot: &Slot, contract: &Contract, code: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "Contract `{}` v{} — {}\n{}", contract.id, contract.version, contract.title, contract.summary);
+    let _ = writeln!(
+        s,
+        "Contract `{}` v{} — {}\n{}",
+        contract.id, contract.version, contract.title, contract.summary
+    );
     let _ = writeln!(s, "\nInterface (exact signatures):");
     for i in required_items(slot, contract) {
         let _ = writeln!(s, "- `{i}`");
@@ -318,9 +402,20 @@ pub fn reviewer_prompt(slot: &Slot, contract: &Contract, code: &str) -> String {
 /// The reviewer's verdict: `Some(problems)` when it said FAIL, `None` for PASS or a reply that
 /// is neither (the LLM reviewer is advisory; only the verifier can pass a section).
 pub fn reviewer_verdict(reply: &str) -> Option<String> {
-    let first = reply.trim_start().lines().next().unwrap_or("").trim().trim_matches(|c: char| c == '*' || c == '`');
+    let first = reply
+        .trim_start()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_matches(|c: char| c == '*' || c == '`');
     if first.to_ascii_uppercase().starts_with("FAIL") {
-        let rest: String = reply.trim_start().lines().skip(1).collect::<Vec<_>>().join("\n");
+        let rest: String = reply
+            .trim_start()
+            .lines()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join("\n");
         let detail = first[4..].trim_start_matches([':', ' ', '*']).to_string();
         Some(format!("{detail}\n{rest}").trim().to_string())
     } else {
@@ -338,18 +433,30 @@ mod tests {
         let o = item_outline(code, None);
         assert!(o.contains("pub struct Act"), "{o}");
         assert!(o.contains("pub fn new(x: &[f32]) -> Act;"), "{o}");
-        assert!(!o.contains("private") && !o.contains("hidden") && !o.contains("todo"), "{o}");
-        assert!(o.contains("pub(crate) fn dot(a: &[u8], x: &Act) -> f32;"), "{o}");
+        assert!(
+            !o.contains("private") && !o.contains("hidden") && !o.contains("todo"),
+            "{o}"
+        );
+        assert!(
+            o.contains("pub(crate) fn dot(a: &[u8], x: &Act) -> f32;"),
+            "{o}"
+        );
         assert!(!o.contains("doc"), "{o}");
         let only_dot = item_outline(code, Some(&|n: &str| n == "dot"));
-        assert!(only_dot.contains("fn dot") && !only_dot.contains("Act {"), "{only_dot}");
+        assert!(
+            only_dot.contains("fn dot") && !only_dot.contains("Act {"),
+            "{only_dot}"
+        );
         assert!(mentions("x: &Act) -> f32", "Act") && !mentions("Action", "Act"));
     }
 
     #[test]
     fn reviewer_replies() {
         assert_eq!(reviewer_verdict("PASS\nlooks fine"), None);
-        assert_eq!(reviewer_verdict("**FAIL**: wrong sign\n- `a - b`"), Some("wrong sign\n- `a - b`".into()));
+        assert_eq!(
+            reviewer_verdict("**FAIL**: wrong sign\n- `a - b`"),
+            Some("wrong sign\n- `a - b`".into())
+        );
         assert_eq!(reviewer_verdict("I think it is ok"), None);
     }
 }

@@ -33,14 +33,23 @@ pub struct Allowances {
 impl Allowances {
     pub fn of(c: Option<&Contract>) -> Self {
         match c {
-            Some(c) => Allowances { unsafe_code: c.unsafe_allowed, file_access: c.file_access },
+            Some(c) => Allowances {
+                unsafe_code: c.unsafe_allowed,
+                file_access: c.file_access,
+            },
             None => Allowances::default(),
         }
     }
 }
 
 /// Reviews one section's code (the body, before it is wrapped in its module).
-pub fn review_section(slot: &str, code: &str, contract: Option<&Contract>, allow: Allowances, extra_interface: &[String]) -> Vec<Problem> {
+pub fn review_section(
+    slot: &str,
+    code: &str,
+    contract: Option<&Contract>,
+    allow: Allowances,
+    extra_interface: &[String],
+) -> Vec<Problem> {
     let file = match syn::parse_file(code) {
         Ok(f) => f,
         Err(e) => {
@@ -56,7 +65,11 @@ pub fn review_section(slot: &str, code: &str, contract: Option<&Contract>, allow
     wanted.extend(extra_interface.iter().cloned());
     for item in &wanted {
         if let Err(m) = has_interface_item(&file, item) {
-            problems.push(Problem { slot: slot.into(), line: None, message: m });
+            problems.push(Problem {
+                slot: slot.into(),
+                line: None,
+                message: m,
+            });
         }
     }
     problems
@@ -66,9 +79,16 @@ pub fn review_section(slot: &str, code: &str, contract: Option<&Contract>, allow
 /// no `include*!`, no `extern` blocks, no `mod` declarations, no inner attributes, no
 /// `todo!`/`unimplemented!`, `unsafe` only where the contract allows it.
 pub fn policy(slot: &str, file: &syn::File, allow: Allowances) -> Vec<Problem> {
-    let mut v = PolicyVisitor { slot, allow, problems: Vec::new() };
+    let mut v = PolicyVisitor {
+        slot,
+        allow,
+        problems: Vec::new(),
+    };
     if let Some(a) = file.attrs.first() {
-        v.push(a.pound_token.span, "inner attributes (#![…]) are not allowed in a section".into());
+        v.push(
+            a.pound_token.span,
+            "inner attributes (#![…]) are not allowed in a section".into(),
+        );
     }
     v.visit_file(file);
     v.problems
@@ -82,7 +102,11 @@ struct PolicyVisitor<'a> {
 
 impl PolicyVisitor<'_> {
     fn push(&mut self, span: proc_macro2::Span, message: String) {
-        self.problems.push(Problem { slot: self.slot.into(), line: Some(span.start().line), message });
+        self.problems.push(Problem {
+            slot: self.slot.into(),
+            line: Some(span.start().line),
+            message,
+        });
     }
 
     fn check_path(&mut self, segs: &[String], span: proc_macro2::Span) {
@@ -96,11 +120,21 @@ impl PolicyVisitor<'_> {
         ];
         for (p, what) in forbidden {
             if joined == p || joined.starts_with(&format!("{p}::")) {
-                self.push(span, format!("{what} ({joined}) is not allowed in generated engines"));
+                self.push(
+                    span,
+                    format!("{what} ({joined}) is not allowed in generated engines"),
+                );
             }
         }
-        if !self.allow.file_access && (joined == "std::fs" || joined.starts_with("std::fs::") || joined.ends_with("File::open")) {
-            self.push(span, format!("file access ({joined}) is only allowed in the model file reader"));
+        if !self.allow.file_access
+            && (joined == "std::fs"
+                || joined.starts_with("std::fs::")
+                || joined.ends_with("File::open"))
+        {
+            self.push(
+                span,
+                format!("file access ({joined}) is only allowed in the model file reader"),
+            );
         }
     }
 }
@@ -119,7 +153,11 @@ impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
     }
 
     fn visit_use_tree(&mut self, t: &'ast syn::UseTree) {
-        fn flatten(t: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, proc_macro2::Span)>) {
+        fn flatten(
+            t: &syn::UseTree,
+            prefix: &mut Vec<String>,
+            out: &mut Vec<(Vec<String>, proc_macro2::Span)>,
+        ) {
             match t {
                 syn::UseTree::Path(p) => {
                     prefix.push(p.ident.to_string());
@@ -152,33 +190,68 @@ impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
     }
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        let name = m.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
-        let span = m.path.segments.first().map(|s| s.ident.span()).unwrap_or_else(proc_macro2::Span::call_site);
+        let name = m
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        let span = m
+            .path
+            .segments
+            .first()
+            .map(|s| s.ident.span())
+            .unwrap_or_else(proc_macro2::Span::call_site);
         match name.as_str() {
-            "include" | "include_str" | "include_bytes" => self.push(span, format!("{name}! is not allowed in generated engines")),
-            "todo" | "unimplemented" => self.push(span, format!("{name}! is not allowed: every path must be implemented")),
-            "env" | "option_env" => self.push(span, format!("{name}! (build environment access) is not allowed")),
-            "asm" | "global_asm" => self.push(span, format!("{name}! (inline assembly) is not allowed")),
+            "include" | "include_str" | "include_bytes" => {
+                self.push(span, format!("{name}! is not allowed in generated engines"))
+            }
+            "todo" | "unimplemented" => self.push(
+                span,
+                format!("{name}! is not allowed: every path must be implemented"),
+            ),
+            "env" | "option_env" => self.push(
+                span,
+                format!("{name}! (build environment access) is not allowed"),
+            ),
+            "asm" | "global_asm" => {
+                self.push(span, format!("{name}! (inline assembly) is not allowed"))
+            }
             _ => {}
         }
         syn::visit::visit_macro(self, m);
     }
 
     fn visit_item_foreign_mod(&mut self, i: &'ast syn::ItemForeignMod) {
-        self.push(i.abi.extern_token.span, "extern blocks are not allowed in generated engines".into());
+        self.push(
+            i.abi.extern_token.span,
+            "extern blocks are not allowed in generated engines".into(),
+        );
     }
 
     fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
-        self.push(i.mod_token.span, format!("module declarations (mod {}) are not allowed inside a section", i.ident));
+        self.push(
+            i.mod_token.span,
+            format!(
+                "module declarations (mod {}) are not allowed inside a section",
+                i.ident
+            ),
+        );
     }
 
     fn visit_item_extern_crate(&mut self, i: &'ast syn::ItemExternCrate) {
-        self.push(i.extern_token.span, "extern crate is not allowed; use rt:: re-exports".into());
+        self.push(
+            i.extern_token.span,
+            "extern crate is not allowed; use rt:: re-exports".into(),
+        );
     }
 
     fn visit_expr_unsafe(&mut self, e: &'ast syn::ExprUnsafe) {
         if !self.allow.unsafe_code {
-            self.push(e.unsafe_token.span, "unsafe block in a section whose contract does not allow unsafe".into());
+            self.push(
+                e.unsafe_token.span,
+                "unsafe block in a section whose contract does not allow unsafe".into(),
+            );
         }
         syn::visit::visit_expr_unsafe(self, e);
     }
@@ -186,12 +259,24 @@ impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
         if let Some(u) = &f.sig.unsafety {
             if !self.allow.unsafe_code {
-                self.push(u.span, format!("unsafe fn {} in a section whose contract does not allow unsafe", f.sig.ident));
+                self.push(
+                    u.span,
+                    format!(
+                        "unsafe fn {} in a section whose contract does not allow unsafe",
+                        f.sig.ident
+                    ),
+                );
             }
         }
         for a in &f.attrs {
-            if a.path().is_ident("no_mangle") || a.path().is_ident("export_name") || a.path().is_ident("link_section") {
-                self.push(a.pound_token.span, "linkage attributes are not allowed".into());
+            if a.path().is_ident("no_mangle")
+                || a.path().is_ident("export_name")
+                || a.path().is_ident("link_section")
+            {
+                self.push(
+                    a.pound_token.span,
+                    "linkage attributes are not allowed".into(),
+                );
             }
         }
         syn::visit::visit_item_fn(self, f);
@@ -200,7 +285,10 @@ impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
         if let Some(u) = &i.unsafety {
             if !self.allow.unsafe_code {
-                self.push(u.span, "unsafe impl in a section whose contract does not allow unsafe".into());
+                self.push(
+                    u.span,
+                    "unsafe impl in a section whose contract does not allow unsafe".into(),
+                );
             }
         }
         syn::visit::visit_item_impl(self, i);
@@ -209,7 +297,13 @@ impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
     fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
         if let Some(u) = &f.sig.unsafety {
             if !self.allow.unsafe_code {
-                self.push(u.span, format!("unsafe fn {} in a section whose contract does not allow unsafe", f.sig.ident));
+                self.push(
+                    u.span,
+                    format!(
+                        "unsafe fn {} in a section whose contract does not allow unsafe",
+                        f.sig.ident
+                    ),
+                );
             }
         }
         syn::visit::visit_impl_item_fn(self, f);
@@ -217,7 +311,11 @@ impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
 }
 
 fn norm(ts: impl ToTokens) -> String {
-    ts.to_token_stream().to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+    ts.to_token_stream()
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn vis_ok(have: &syn::Visibility, want: &syn::Visibility) -> bool {
@@ -241,8 +339,8 @@ pub fn has_interface_item(file: &syn::File, item: &str) -> Result<(), String> {
         .copied()
         .ok_or_else(|| format!("contract interface item '{item}' has no item keyword"))?;
     if kind == "fn" {
-        let want: syn::ItemFn =
-            syn::parse_str(&format!("{item} {{}}")).map_err(|e| format!("contract interface item '{item}' does not parse: {e}"))?;
+        let want: syn::ItemFn = syn::parse_str(&format!("{item} {{}}"))
+            .map_err(|e| format!("contract interface item '{item}' does not parse: {e}"))?;
         let want_sig = norm(&want.sig);
         let mut found_name = false;
         let mut check = |vis: &syn::Visibility, sig: &syn::Signature| -> bool {
@@ -269,7 +367,10 @@ pub fn has_interface_item(file: &syn::File, item: &str) -> Result<(), String> {
             }
         }
         return Err(if found_name {
-            format!("`{}` exists but its signature or visibility differs from the contract's `{item}`", want.sig.ident)
+            format!(
+                "`{}` exists but its signature or visibility differs from the contract's `{item}`",
+                want.sig.ident
+            )
         } else {
             format!("missing interface item `{item}`")
         });
@@ -308,15 +409,32 @@ mod tests {
         let code = "fn a() {\n    let _ = std::process::Command::new(\"x\");\n}\nfn b() { todo!() }\nextern \"C\" { fn c(); }\nfn d() { unsafe { } }\n";
         let p = review_section("s", code, None, Allowances::default(), &[]);
         let msgs: Vec<String> = p.iter().map(|p| p.to_string()).collect();
-        assert!(msgs.iter().any(|m| m.contains("line 2") && m.contains("process")), "{msgs:?}");
-        assert!(msgs.iter().any(|m| m.contains("line 4") && m.contains("todo!")), "{msgs:?}");
-        assert!(msgs.iter().any(|m| m.contains("line 5") && m.contains("extern")), "{msgs:?}");
-        assert!(msgs.iter().any(|m| m.contains("line 6") && m.contains("unsafe")), "{msgs:?}");
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("line 2") && m.contains("process")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("line 4") && m.contains("todo!")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("line 5") && m.contains("extern")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("line 6") && m.contains("unsafe")),
+            "{msgs:?}"
+        );
     }
 
     #[test]
     fn use_of_env_and_fs_is_flagged() {
-        let code = "use std::env;\nuse std::{fs::File, io};\nfn f() { let _ = include_str!(\"x\"); }\n";
+        let code =
+            "use std::env;\nuse std::{fs::File, io};\nfn f() { let _ = include_str!(\"x\"); }\n";
         let p = review_section("s", code, None, Allowances::default(), &[]);
         assert_eq!(p.len(), 3, "{p:?}");
     }
@@ -326,10 +444,17 @@ mod tests {
         let code = "pub struct Engine;\nimpl Engine { pub fn load(path: &std::path::Path) -> rt::Result<Engine> { todo_free() } }\npub(crate) const Q: u8 = 1;\nfn todo_free() -> ! { loop {} }";
         let f = syn::parse_file(code).unwrap();
         assert!(has_interface_item(&f, "pub struct Engine").is_ok());
-        assert!(has_interface_item(&f, "pub fn load(path: &std::path::Path) -> rt::Result<Engine>").is_ok());
+        assert!(has_interface_item(
+            &f,
+            "pub fn load(path: &std::path::Path) -> rt::Result<Engine>"
+        )
+        .is_ok());
         assert!(has_interface_item(&f, "pub(crate) const Q: u8").is_ok());
-        let e = has_interface_item(&f, "pub fn load(path: &str) -> rt::Result<Engine>").unwrap_err();
+        let e =
+            has_interface_item(&f, "pub fn load(path: &str) -> rt::Result<Engine>").unwrap_err();
         assert!(e.contains("signature"), "{e}");
-        assert!(has_interface_item(&f, "pub fn forward(&mut self)").unwrap_err().contains("missing"));
+        assert!(has_interface_item(&f, "pub fn forward(&mut self)")
+            .unwrap_err()
+            .contains("missing"));
     }
 }

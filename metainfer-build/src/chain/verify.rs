@@ -48,35 +48,62 @@ pub struct Scratch<'a> {
 /// The path of the `metainfer-rt` crate the candidate is compiled against: the one beside this
 /// generator, never one found from the workspace a build runs in.
 pub fn rt_crate_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("metainfer-rt")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("metainfer-rt")
 }
 
 /// The lock file the candidate crate starts from: the generator's own (its dependency versions
 /// are the ones this generator was tested with), so a build resolves nothing new and needs no
 /// network when the user's machine has built metainfer before.
 pub fn generator_lock() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("Cargo.lock")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("Cargo.lock")
 }
 
 /// Compiles `engine_rs` with the gates `gate_ids` and runs them.
-pub fn verify(s: &Scratch<'_>, engine_rs: &str, gate_ids: &[String], progress: bool) -> Result<Verdict, ChainError> {
+pub fn verify(
+    s: &Scratch<'_>,
+    engine_rs: &str,
+    gate_ids: &[String],
+    progress: bool,
+) -> Result<Verdict, ChainError> {
     verify_subset(s, engine_rs, gate_ids, gate_ids, progress)
 }
 
 /// Compiles `engine_rs` with the gates `compiled` (so that the build is the one a later
 /// [`verify`] of the same engine reuses) and runs only `run`, a subset of them.
-pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run: &[String], progress: bool) -> Result<Verdict, ChainError> {
+pub fn verify_subset(
+    s: &Scratch<'_>,
+    engine_rs: &str,
+    compiled: &[String],
+    run: &[String],
+    progress: bool,
+) -> Result<Verdict, ChainError> {
     let gate_ids = compiled;
-    let io = |what: &str, p: &Path, e: std::io::Error| ChainError::Verify(format!("{what} {}: {e}", p.display()));
-    std::fs::create_dir_all(s.dir.join("src")).map_err(|e| io("cannot create scratch crate", &s.dir, e))?;
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        ChainError::Verify(format!("{what} {}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(s.dir.join("src"))
+        .map_err(|e| io("cannot create scratch crate", &s.dir, e))?;
     let rt_dir = rt_crate_dir();
-    let rt_dir = rt_dir.canonicalize().map_err(|e| io("cannot find metainfer-rt at", &rt_dir, e))?;
+    let rt_dir = rt_dir
+        .canonicalize()
+        .map_err(|e| io("cannot find metainfer-rt at", &rt_dir, e))?;
     // Every scratch crate builds into the shared target dir, and cargo's artifact names do not
     // depend on the crate's directory: two candidates with one name and one feature set would
     // share a test binary, and one whose unchanged sources are older than that binary would run
     // the other's engine. The directory (the key's prefix) in the name keeps them apart.
-    let tag: String = s.dir.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
-    let tag: String = tag.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let tag: String = s
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let tag: String = tag
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
     let manifest = format!(
         "[package]\nname = \"metainfer-candidate-{tag}\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
          [lib]\npath = \"src/lib.rs\"\n\n[dependencies]\nmetainfer-rt = {{ path = {:?}, features = {:?} }}\n\n\
@@ -101,16 +128,24 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
     if !gate_ids.is_empty() {
         // Helpers the gates share (not a gate of its own), seen by each gate via `use super::*`.
         let common = s.ckb.root.join("gates").join("common.rs");
-        let common = common.canonicalize().map_err(|e| io("cannot find the gates' common helpers", &common, e))?;
+        let common = common
+            .canonicalize()
+            .map_err(|e| io("cannot find the gates' common helpers", &common, e))?;
         lib.push_str(&format!(
             "#[cfg(test)]\n#[allow(unused_imports, dead_code)]\nmod gate_common {{\n    use super::*;\n    include!({:?});\n}}\n#[cfg(test)]\n#[allow(unused_imports)]\npub(crate) use gate_common::*;\n",
             common.display().to_string()
         ));
     }
     for g in gate_ids {
-        let gate = s.ckb.gates.get(g).ok_or_else(|| ChainError::Verify(format!("the ckb has no gate '{g}'")))?;
+        let gate = s
+            .ckb
+            .gates
+            .get(g)
+            .ok_or_else(|| ChainError::Verify(format!("the ckb has no gate '{g}'")))?;
         let src = s.ckb.root.join("gates").join(&gate.source);
-        let src = src.canonicalize().map_err(|e| io("cannot find gate source", &src, e))?;
+        let src = src
+            .canonicalize()
+            .map_err(|e| io("cannot find gate source", &src, e))?;
         lib.push_str(&format!(
             "#[cfg(test)]\n#[allow(unused_imports)]\nmod gate_{g} {{\n    use super::*;\n    include!({:?});\n}}\n",
             src.display().to_string()
@@ -142,11 +177,17 @@ pub fn verify_subset(s: &Scratch<'_>, engine_rs: &str, compiled: &[String], run:
         out = run_cargo(s, compiled, run, false, progress)?;
     }
     if !out.success && !out.ran_tests {
-        return Err(ChainError::Compile { log: tail(&out.stderr, 12_000) });
+        return Err(ChainError::Compile {
+            log: tail(&out.stderr, 12_000),
+        });
     }
     let gates = parse_gate_output(&out.stdout, run);
     let passed = out.success && gates.iter().all(|g| g.status != "fail");
-    Ok(Verdict { gates, passed, log: tail(&format!("{}\n{}", out.stdout, out.stderr), 12_000) })
+    Ok(Verdict {
+        gates,
+        passed,
+        log: tail(&format!("{}\n{}", out.stdout, out.stderr), 12_000),
+    })
 }
 
 /// What one `cargo test` of the scratch crate printed.
@@ -164,7 +205,13 @@ fn needs_network(stderr: &str) -> bool {
 
 /// Runs `cargo test` on the scratch crate, reading its output as it comes so that progress
 /// (crates compiled, each gate test as it starts) reaches the user during a long build.
-fn run_cargo(s: &Scratch<'_>, compiled: &[String], run: &[String], offline: bool, progress: bool) -> Result<CargoRun, ChainError> {
+fn run_cargo(
+    s: &Scratch<'_>,
+    compiled: &[String],
+    run: &[String],
+    offline: bool,
+    progress: bool,
+) -> Result<CargoRun, ChainError> {
     use std::io::BufRead;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -172,7 +219,11 @@ fn run_cargo(s: &Scratch<'_>, compiled: &[String], run: &[String], offline: bool
         .args(["test", "--release", "--lib"])
         .args(offline.then_some("--offline"))
         .args(["--", "--nocapture", "--test-threads=1"])
-        .args(run.iter().filter(|_| run.len() < compiled.len()).map(|g| format!("gate_{g}::")))
+        .args(
+            run.iter()
+                .filter(|_| run.len() < compiled.len())
+                .map(|g| format!("gate_{g}::")),
+        )
         .env("CARGO_TARGET_DIR", &s.target_dir)
         .env("METAINFER_GATE_DATA", s.ckb.root.join("gates"))
         .env("RUST_BACKTRACE", "0")
@@ -184,7 +235,14 @@ fn run_cargo(s: &Scratch<'_>, compiled: &[String], run: &[String], offline: bool
         let k = k.to_string_lossy().to_string();
         let keep = ["CARGO_HOME", "CARGO_NET_OFFLINE", "CARGO_TARGET_DIR"];
         if (k.starts_with("CARGO_") && !keep.contains(&k.as_str()))
-            || ["MAKEFLAGS", "MFLAGS", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "METAINFER_REAL_MODEL_GATE"].contains(&k.as_str())
+            || [
+                "MAKEFLAGS",
+                "MFLAGS",
+                "RUSTC_WRAPPER",
+                "RUSTC_WORKSPACE_WRAPPER",
+                "METAINFER_REAL_MODEL_GATE",
+            ]
+            .contains(&k.as_str())
         {
             cmd.env_remove(&k);
         }
@@ -195,12 +253,17 @@ fn run_cargo(s: &Scratch<'_>, compiled: &[String], run: &[String], offline: bool
     } else {
         cmd.env_remove("METAINFER_REAL_MODEL");
     }
-    let mut child = cmd.spawn().map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
     let err_pipe = child.stderr.take().expect("stderr is piped");
     let err_thread = std::thread::spawn(move || {
         let mut text = String::new();
         let mut crates = 0usize;
-        for line in std::io::BufReader::new(err_pipe).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(err_pipe)
+            .lines()
+            .map_while(Result::ok)
+        {
             let t = line.trim_start();
             if let Some(what) = t.strip_prefix("Compiling ") {
                 crates += 1;
@@ -218,26 +281,47 @@ fn run_cargo(s: &Scratch<'_>, compiled: &[String], run: &[String], offline: bool
     let mut stdout = String::new();
     let (mut started, mut total) = (0usize, 0usize);
     let t0 = std::time::Instant::now();
-    for line in std::io::BufReader::new(child.stdout.take().expect("stdout is piped")).lines().map_while(Result::ok) {
-        if let Some(n) = line.strip_prefix("running ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()) {
+    for line in std::io::BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .lines()
+        .map_while(Result::ok)
+    {
+        if let Some(n) = line
+            .strip_prefix("running ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+        {
             total = n;
             if progress {
-                crate::progress::line(&format!("metainfer: verify: compiled in {:.0} s; running {n} gate tests", t0.elapsed().as_secs_f64()));
+                crate::progress::line(&format!(
+                    "metainfer: verify: compiled in {:.0} s; running {n} gate tests",
+                    t0.elapsed().as_secs_f64()
+                ));
             }
         } else if let Some(name) = line.strip_prefix("test gate_") {
             started += 1;
             if progress {
                 let name = name.split(" ... ").next().unwrap_or(name).trim();
-                crate::progress::line(&format!("metainfer: verify: [{started}/{total}] gate {name}"));
+                crate::progress::line(&format!(
+                    "metainfer: verify: [{started}/{total}] gate {name}"
+                ));
             }
         }
         stdout.push_str(&line);
         stdout.push('\n');
     }
-    let status = child.wait().map_err(|e| ChainError::Verify(format!("cargo for the scratch crate: {e}")))?;
+    let status = child
+        .wait()
+        .map_err(|e| ChainError::Verify(format!("cargo for the scratch crate: {e}")))?;
     let stderr = err_thread.join().unwrap_or_default();
-    let ran_tests = stdout.lines().any(|l| l.starts_with("test ") || l.starts_with("GATE "));
-    Ok(CargoRun { success: status.success(), ran_tests, stdout, stderr })
+    let ran_tests = stdout
+        .lines()
+        .any(|l| l.starts_with("test ") || l.starts_with("GATE "));
+    Ok(CargoRun {
+        success: status.success(),
+        ran_tests,
+        stdout,
+        stderr,
+    })
 }
 
 fn tail(s: &str, n: usize) -> String {
@@ -255,7 +339,8 @@ fn write_if_changed(p: &Path, text: &str) -> Result<(), ChainError> {
     if std::fs::read_to_string(p).ok().as_deref() == Some(text) {
         return Ok(());
     }
-    std::fs::write(p, text).map_err(|e| ChainError::Verify(format!("cannot write {}: {e}", p.display())))
+    std::fs::write(p, text)
+        .map_err(|e| ChainError::Verify(format!("cannot write {}: {e}", p.display())))
 }
 
 /// Reads the libtest output of `--nocapture --test-threads=1`: a `test gate_<id>::<fn> ... `
@@ -265,15 +350,28 @@ pub fn parse_gate_output(stdout: &str, gate_ids: &[String]) -> Vec<GateResult> {
     let mut results: BTreeMap<String, GateResult> = gate_ids
         .iter()
         .map(|g| {
-            (g.clone(), GateResult { id: g.clone(), status: "fail".into(), tests: BTreeMap::new(), measured: BTreeMap::new(), reason: None })
+            (
+                g.clone(),
+                GateResult {
+                    id: g.clone(),
+                    status: "fail".into(),
+                    tests: BTreeMap::new(),
+                    measured: BTreeMap::new(),
+                    reason: None,
+                },
+            )
         })
         .collect();
     let is_status = |s: &str| matches!(s, "ok" | "FAILED" | "ignored");
     let mut current: Option<(String, String)> = None; // (gate id, test name)
-    let record = |current: &Option<(String, String)>, results: &mut BTreeMap<String, GateResult>, text: &str| {
+    let record = |current: &Option<(String, String)>,
+                  results: &mut BTreeMap<String, GateResult>,
+                  text: &str| {
         let text = text.trim();
         let Some((gid, test)) = current else { return };
-        let Some(r) = results.get_mut(gid) else { return };
+        let Some(r) = results.get_mut(gid) else {
+            return;
+        };
         if let Some(g) = text.strip_prefix("GATE ") {
             let (n, m) = parse_gate_line(g);
             r.measured.insert(n, m);
@@ -297,7 +395,8 @@ pub fn parse_gate_output(stdout: &str, gate_ids: &[String]) -> Vec<GateResult> {
         }
     }
     for r in results.values_mut() {
-        let skipped = !r.measured.is_empty() && r.measured.values().all(|m| m.contains_key("skipped"));
+        let skipped =
+            !r.measured.is_empty() && r.measured.values().all(|m| m.contains_key("skipped"));
         r.status = if r.tests.is_empty() || r.tests.values().any(|s| s != "ok") {
             "fail".into()
         } else if skipped {
@@ -306,7 +405,11 @@ pub fn parse_gate_output(stdout: &str, gate_ids: &[String]) -> Vec<GateResult> {
             "pass".into()
         };
         if r.status == "skipped" {
-            r.reason = r.measured.values().find_map(|m| m.get("reason")).and_then(|v| v.as_str().map(String::from));
+            r.reason = r
+                .measured
+                .values()
+                .find_map(|m| m.get("reason"))
+                .and_then(|v| v.as_str().map(String::from));
         }
     }
     results.into_values().collect()
@@ -319,13 +422,18 @@ fn parse_gate_line(line: &str) -> (String, BTreeMap<String, toml::Value>) {
     let mut m = BTreeMap::new();
     while !rest.trim().is_empty() {
         rest = rest.trim_start();
-        let end_key = rest.find(|c: char| c == '=' || c.is_whitespace()).unwrap_or(rest.len());
+        let end_key = rest
+            .find(|c: char| c == '=' || c.is_whitespace())
+            .unwrap_or(rest.len());
         let key = rest[..end_key].to_string();
         rest = &rest[end_key..];
         if let Some(r) = rest.strip_prefix('=') {
             let (val, after) = if let Some(q) = r.strip_prefix('"') {
                 let close = q.find('"').unwrap_or(q.len());
-                (toml::Value::String(q[..close].to_string()), q.get(close + 1..).unwrap_or(""))
+                (
+                    toml::Value::String(q[..close].to_string()),
+                    q.get(close + 1..).unwrap_or(""),
+                )
             } else {
                 let end = r.find(char::is_whitespace).unwrap_or(r.len());
                 let v = &r[..end];
@@ -358,10 +466,16 @@ mod tests {
                    FAILED\n\
                    test gate_greedy_real::greedy ... GATE greedy_real skipped reason=\"no model file\"\n\
                    ok\n";
-        let r = parse_gate_output(out, &["kernels".into(), "e2e_tiny".into(), "greedy_real".into()]);
+        let r = parse_gate_output(
+            out,
+            &["kernels".into(), "e2e_tiny".into(), "greedy_real".into()],
+        );
         let by: BTreeMap<_, _> = r.iter().map(|g| (g.id.as_str(), g)).collect();
         assert_eq!(by["kernels"].status, "pass");
-        assert_eq!(by["kernels"].measured["kernel_q4_k"]["cases"], toml::Value::Integer(12));
+        assert_eq!(
+            by["kernels"].measured["kernel_q4_k"]["cases"],
+            toml::Value::Integer(12)
+        );
         assert_eq!(by["e2e_tiny"].status, "fail");
         assert_eq!(by["greedy_real"].status, "skipped");
         assert_eq!(by["greedy_real"].reason.as_deref(), Some("no model file"));

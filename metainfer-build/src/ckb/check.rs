@@ -208,19 +208,29 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
         }
         for (format, swaps) in &m.format_sections {
             if !ckb.quants.values().any(|q| &q.format == format) {
-                p.push(format!("{file}: format_sections.{format}: no quant has format `{format}`"));
+                p.push(format!(
+                    "{file}: format_sections.{format}: no quant has format `{format}`"
+                ));
             }
             for (from, to) in swaps {
                 if !m.graph.iter().any(|s| s.trim_end_matches('?') == from) {
                     p.push(format!("{file}: format_sections.{format} replaces `{from}`, which is not in the graph"));
                 }
                 if !ckb.contracts.contains_key(to) {
-                    p.push(format!("{file}: format_sections.{format} names `{to}`, which is not a contract"));
+                    p.push(format!(
+                        "{file}: format_sections.{format} names `{to}`, which is not a contract"
+                    ));
                 }
             }
         }
-        let biases = [&m.tensors.attn_q_bias, &m.tensors.attn_k_bias, &m.tensors.attn_v_bias];
-        if m.qkv_bias != biases.iter().all(|b| b.is_some()) || biases.iter().any(|b| b.is_some() != m.qkv_bias) {
+        let biases = [
+            &m.tensors.attn_q_bias,
+            &m.tensors.attn_k_bias,
+            &m.tensors.attn_v_bias,
+        ];
+        if m.qkv_bias != biases.iter().all(|b| b.is_some())
+            || biases.iter().any(|b| b.is_some() != m.qkv_bias)
+        {
             p.push(format!(
                 "{file}: qkv_bias = {} but tensors has {} of attn_q_bias, attn_k_bias, attn_v_bias (all three when true, none when false)",
                 m.qkv_bias,
@@ -238,7 +248,9 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
         }
         for (name, k) in m.metadata.all() {
             if k.is_empty() || k.contains("{n}") {
-                p.push(format!("{file}: metadata.{name} = `{k}` is not a metadata key"));
+                p.push(format!(
+                    "{file}: metadata.{name} = `{k}` is not a metadata key"
+                ));
             }
         }
         if m.tokenizer.pre.is_empty() || m.tokenizer.pre.values().any(|r| r.is_empty()) {
@@ -350,7 +362,9 @@ fn gates(ckb: &Ckb, p: &mut Vec<String>) {
         }
         if let Some(m) = &g.made_by {
             if !ckb.root.join(m).is_file() {
-                p.push(format!("{file}: made_by script {m} does not exist (relative to the ckb root)"));
+                p.push(format!(
+                    "{file}: made_by script {m} does not exist (relative to the ckb root)"
+                ));
             }
         }
     }

@@ -205,7 +205,11 @@ impl TensorNames {
             ("attn_k", self.attn_k.as_str()),
             ("attn_v", self.attn_v.as_str()),
         ];
-        for (k, t) in [("attn_q_bias", &self.attn_q_bias), ("attn_k_bias", &self.attn_k_bias), ("attn_v_bias", &self.attn_v_bias)] {
+        for (k, t) in [
+            ("attn_q_bias", &self.attn_q_bias),
+            ("attn_k_bias", &self.attn_k_bias),
+            ("attn_v_bias", &self.attn_v_bias),
+        ] {
             if let Some(t) = t {
                 v.push((k, t.as_str()));
             }

@@ -114,8 +114,16 @@ fn check_finds_broken_references() {
     );
     edit("models/qwen2.toml", "\"sampler\"]", "\"samplr\"]");
     edit("quants/q4_k_m.toml", "\"q8_0\"", "\"q5_0\"");
-    edit("models/qwen2.toml", "attn_k_bias = \"blk.{n}.attn_k.bias\"\n", "");
-    edit("models/qwen2.toml", "ffn_up = \"blk.{n}.ffn_up.weight\"", "ffn_up = \"blk.ffn_up.weight\"");
+    edit(
+        "models/qwen2.toml",
+        "attn_k_bias = \"blk.{n}.attn_k.bias\"\n",
+        "",
+    );
+    edit(
+        "models/qwen2.toml",
+        "ffn_up = \"blk.{n}.ffn_up.weight\"",
+        "ffn_up = \"blk.ffn_up.weight\"",
+    );
     edit("gates/dot_f32.toml", "dot_f32.bin", "missing.bin");
     edit(
         "targets/sm_89.toml",

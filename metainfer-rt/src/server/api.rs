@@ -54,10 +54,9 @@ fn get<'a>(o: &'a Map<String, Value>, k: &str) -> Option<&'a Value> {
 fn num(o: &Map<String, Value>, k: &str) -> Result<Option<f32>, ApiError> {
     match get(o, k) {
         None => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(|x| Some(x as f32))
-            .ok_or_else(|| ApiError::invalid(format!("'{k}' must be a number, not {}", kind(v))).param(k)),
+        Some(v) => v.as_f64().map(|x| Some(x as f32)).ok_or_else(|| {
+            ApiError::invalid(format!("'{k}' must be a number, not {}", kind(v))).param(k)
+        }),
     }
 }
 
@@ -66,9 +65,15 @@ fn uint(o: &Map<String, Value>, k: &str) -> Result<Option<u64>, ApiError> {
         None => Ok(None),
         Some(v) => v
             .as_u64()
-            .or_else(|| v.as_f64().filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x < 1.8e19).map(|x| x as u64))
+            .or_else(|| {
+                v.as_f64()
+                    .filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x < 1.8e19)
+                    .map(|x| x as u64)
+            })
             .map(Some)
-            .ok_or_else(|| ApiError::invalid(format!("'{k}' must be a non-negative integer, not {v}")).param(k)),
+            .ok_or_else(|| {
+                ApiError::invalid(format!("'{k}' must be a non-negative integer, not {v}")).param(k)
+            }),
     }
 }
 
@@ -76,7 +81,9 @@ fn boolean(o: &Map<String, Value>, k: &str) -> Result<Option<bool>, ApiError> {
     match get(o, k) {
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(ApiError::invalid(format!("'{k}' must be a boolean, not {}", kind(v))).param(k)),
+        Some(v) => {
+            Err(ApiError::invalid(format!("'{k}' must be a boolean, not {}", kind(v))).param(k))
+        }
     }
 }
 
@@ -92,12 +99,17 @@ fn stops(o: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
         Some(Value::Array(a)) => a
             .iter()
             .map(|s| {
-                s.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| ApiError::invalid(format!("'stop' must hold strings, not {}", kind(s))).param("stop"))
+                s.as_str().map(str::to_string).ok_or_else(|| {
+                    ApiError::invalid(format!("'stop' must hold strings, not {}", kind(s)))
+                        .param("stop")
+                })
             })
             .collect(),
-        Some(v) => Err(ApiError::invalid(format!("'stop' must be a string or an array of strings, not {}", kind(v))).param("stop")),
+        Some(v) => Err(ApiError::invalid(format!(
+            "'stop' must be a string or an array of strings, not {}",
+            kind(v)
+        ))
+        .param("stop")),
     }
 }
 
@@ -111,39 +123,58 @@ fn content(v: Option<&Value>, at: &str) -> Result<String, ApiError> {
             for (j, part) in parts.iter().enumerate() {
                 let pat = format!("{at}.content[{j}]");
                 let Some(po) = part.as_object() else {
-                    return Err(ApiError::invalid(format!("{pat} must be an object like {{\"type\":\"text\",\"text\":\"…\"}}")).param(pat));
+                    return Err(ApiError::invalid(format!(
+                        "{pat} must be an object like {{\"type\":\"text\",\"text\":\"…\"}}"
+                    ))
+                    .param(pat));
                 };
                 match po.get("type").and_then(Value::as_str) {
                     Some("text") => match po.get("text").and_then(Value::as_str) {
                         Some(t) => out.push_str(t),
-                        None => return Err(ApiError::invalid(format!("{pat}.text must be a string")).param(pat)),
+                        None => {
+                            return Err(ApiError::invalid(format!("{pat}.text must be a string"))
+                                .param(pat))
+                        }
                     },
                     Some(t) => {
-                        return Err(ApiError::invalid(format!("{pat} has type '{t}'; only text content parts are supported")).param(pat))
+                        return Err(ApiError::invalid(format!(
+                            "{pat} has type '{t}'; only text content parts are supported"
+                        ))
+                        .param(pat))
                     }
-                    None => return Err(ApiError::invalid(format!("{pat} has no 'type'")).param(pat)),
+                    None => {
+                        return Err(ApiError::invalid(format!("{pat} has no 'type'")).param(pat))
+                    }
                 }
             }
             Ok(out)
         }
-        Some(v) => Err(ApiError::invalid(format!("{at}.content must be a string or an array of text parts, not {}", kind(v)))
-            .param(format!("{at}.content"))),
+        Some(v) => Err(ApiError::invalid(format!(
+            "{at}.content must be a string or an array of text parts, not {}",
+            kind(v)
+        ))
+        .param(format!("{at}.content"))),
     }
 }
 
 fn messages(o: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
-    let v = get(o, "messages").ok_or_else(|| ApiError::invalid("'messages' is required").param("messages"))?;
-    let arr = v
-        .as_array()
-        .ok_or_else(|| ApiError::invalid(format!("'messages' must be an array, not {}", kind(v))).param("messages"))?;
+    let v = get(o, "messages")
+        .ok_or_else(|| ApiError::invalid("'messages' is required").param("messages"))?;
+    let arr = v.as_array().ok_or_else(|| {
+        ApiError::invalid(format!("'messages' must be an array, not {}", kind(v))).param("messages")
+    })?;
     if arr.is_empty() {
-        return Err(ApiError::invalid("'messages' must hold at least one message").param("messages"));
+        return Err(
+            ApiError::invalid("'messages' must hold at least one message").param("messages"),
+        );
     }
     arr.iter()
         .enumerate()
         .map(|(i, m)| {
             let at = format!("messages[{i}]");
-            let mo = m.as_object().ok_or_else(|| ApiError::invalid(format!("{at} must be an object")).param(at.clone()))?;
+            let mo = m.as_object().ok_or_else(|| {
+                ApiError::invalid(format!("{at} must be an object")).param(at.clone())
+            })?;
             let role = match mo.get("role").and_then(Value::as_str) {
                 Some(r @ ("system" | "user" | "assistant" | "tool")) => r,
                 Some("developer") => "system",
@@ -153,7 +184,12 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
                     ))
                     .param(format!("{at}.role")))
                 }
-                None => return Err(ApiError::invalid(format!("{at}.role is required (a string)")).param(format!("{at}.role"))),
+                None => {
+                    return Err(
+                        ApiError::invalid(format!("{at}.role is required (a string)"))
+                            .param(format!("{at}.role")),
+                    )
+                }
             };
             Ok(Message::new(role, content(mo.get("content"), &at)?))
         })
@@ -168,8 +204,13 @@ fn prompt(o: &Map<String, Value>) -> Result<String, ApiError> {
         Some(Value::Array(a)) => match a.as_slice() {
             [Value::String(s)] => Ok(s.clone()),
             [] => Err(bad("'prompt' is an empty array; send one string".into())),
-            [Value::String(_), ..] => Err(bad(format!("'prompt' holds {} prompts; this server takes one per request", a.len()))),
-            _ => Err(bad("'prompt' as token ids is not supported; send the text".into())),
+            [Value::String(_), ..] => Err(bad(format!(
+                "'prompt' holds {} prompts; this server takes one per request",
+                a.len()
+            ))),
+            _ => Err(bad(
+                "'prompt' as token ids is not supported; send the text".into()
+            )),
         },
         Some(v) => Err(bad(format!("'prompt' must be a string, not {}", kind(v)))),
     }
@@ -177,15 +218,23 @@ fn prompt(o: &Map<String, Value>) -> Result<String, ApiError> {
 
 /// Fields that ask for something this server cannot do.
 fn refuse_unsupported(o: &Map<String, Value>, chat: bool) -> Result<(), ApiError> {
-    let unsupported = |k: &str, why: &str| Err(ApiError::invalid(format!("'{k}' is not supported: {why}")).param(k));
+    let unsupported = |k: &str, why: &str| {
+        Err(ApiError::invalid(format!("'{k}' is not supported: {why}")).param(k))
+    };
     if let Some(n) = uint(o, "n")? {
         if n != 1 {
-            return Err(ApiError::invalid(format!("'n' is {n}; this server generates one choice per request (n = 1)")).param("n"));
+            return Err(ApiError::invalid(format!(
+                "'n' is {n}; this server generates one choice per request (n = 1)"
+            ))
+            .param("n"));
         }
     }
     if let Some(b) = uint(o, "best_of")? {
         if b != 1 {
-            return Err(ApiError::invalid(format!("'best_of' is {b}; only 1 is supported")).param("best_of"));
+            return Err(
+                ApiError::invalid(format!("'best_of' is {b}; only 1 is supported"))
+                    .param("best_of"),
+            );
         }
     }
     match get(o, "logprobs") {
@@ -214,7 +263,9 @@ fn refuse_unsupported(o: &Map<String, Value>, chat: bool) -> Result<(), ApiError
     for k in ["frequency_penalty", "presence_penalty"] {
         if let Some(x) = num(o, k)? {
             if !(-2.0..=2.0).contains(&x) {
-                return Err(ApiError::invalid(format!("'{k}' is {x}, must be in [-2, 2]")).param(k));
+                return Err(
+                    ApiError::invalid(format!("'{k}' is {x}, must be in [-2, 2]")).param(k),
+                );
             }
         }
     }
@@ -222,10 +273,20 @@ fn refuse_unsupported(o: &Map<String, Value>, chat: bool) -> Result<(), ApiError
 }
 
 /// Parses and validates a chat (`chat`) or completions request body.
-pub(crate) fn parse_request(v: &Value, chat: bool, shared: &Shared) -> Result<GenRequest, ApiError> {
-    let o = v.as_object().ok_or_else(|| ApiError::invalid("the request body must be a JSON object"))?;
+pub(crate) fn parse_request(
+    v: &Value,
+    chat: bool,
+    shared: &Shared,
+) -> Result<GenRequest, ApiError> {
+    let o = v
+        .as_object()
+        .ok_or_else(|| ApiError::invalid("the request body must be a JSON object"))?;
     refuse_unsupported(o, chat)?;
-    let input = if chat { Input::Messages(messages(o)?) } else { Input::Prompt(prompt(o)?) };
+    let input = if chat {
+        Input::Messages(messages(o)?)
+    } else {
+        Input::Prompt(prompt(o)?)
+    };
     let max_tokens = if chat {
         match uint(o, "max_completion_tokens")? {
             Some(m) => Some(m),
@@ -241,7 +302,9 @@ pub(crate) fn parse_request(v: &Value, chat: bool, shared: &Shared) -> Result<Ge
         Some(s) => s
             .as_u64()
             .or_else(|| s.as_i64().map(|i| i as u64))
-            .ok_or_else(|| ApiError::invalid(format!("'seed' must be an integer, not {s}")).param("seed"))?,
+            .ok_or_else(|| {
+                ApiError::invalid(format!("'seed' must be an integer, not {s}")).param("seed")
+            })?,
     };
     let params = GenParams {
         max_tokens: max_tokens.unwrap_or(d.max_tokens),
@@ -250,14 +313,18 @@ pub(crate) fn parse_request(v: &Value, chat: bool, shared: &Shared) -> Result<Ge
         top_p: num(o, "top_p")?.unwrap_or(d.top_p),
         min_p: num(o, "min_p")?.unwrap_or(d.min_p),
         repeat_penalty: num(o, "repeat_penalty")?.unwrap_or(d.repeat_penalty),
-        repeat_last_n: uint(o, "repeat_last_n")?.map(to_usize).unwrap_or(d.repeat_last_n),
+        repeat_last_n: uint(o, "repeat_last_n")?
+            .map(to_usize)
+            .unwrap_or(d.repeat_last_n),
         seed,
         stop: stops(o)?,
         stop_at_eos: !boolean(o, "ignore_eos")?.unwrap_or(false),
     };
     if let Err(e) = params.validate() {
         let param = match &e {
-            Error::Params(m) => ["temperature", "top_p", "min_p", "repeat_penalty", "stop"].into_iter().find(|p| m.starts_with(p)),
+            Error::Params(m) => ["temperature", "top_p", "min_p", "repeat_penalty", "stop"]
+                .into_iter()
+                .find(|p| m.starts_with(p)),
             _ => None,
         };
         let mut err = ApiError::invalid(e.to_string());
@@ -268,9 +335,22 @@ pub(crate) fn parse_request(v: &Value, chat: bool, shared: &Shared) -> Result<Ge
     let include_usage = match get(o, "stream_options") {
         None => false,
         Some(Value::Object(so)) => boolean(so, "include_usage")?.unwrap_or(false),
-        Some(v) => return Err(ApiError::invalid(format!("'stream_options' must be an object, not {}", kind(v))).param("stream_options")),
+        Some(v) => {
+            return Err(ApiError::invalid(format!(
+                "'stream_options' must be an object, not {}",
+                kind(v)
+            ))
+            .param("stream_options"))
+        }
     };
-    Ok(GenRequest { chat, input, params, max_tokens, stream, include_usage })
+    Ok(GenRequest {
+        chat,
+        input,
+        params,
+        max_tokens,
+        stream,
+        include_usage,
+    })
 }
 
 fn context_error(prompt: usize, completion: usize, limit: usize, chat: bool) -> ApiError {
@@ -286,7 +366,9 @@ fn context_error(prompt: usize, completion: usize, limit: usize, chat: bool) -> 
 /// An engine error as the response it makes.
 fn engine_error(e: &Error, chat: bool) -> ApiError {
     match e {
-        Error::ContextFull { .. } => ApiError::invalid(e.to_string()).param(if chat { "messages" } else { "prompt" }).code("context_length_exceeded"),
+        Error::ContextFull { .. } => ApiError::invalid(e.to_string())
+            .param(if chat { "messages" } else { "prompt" })
+            .code("context_length_exceeded"),
         Error::Params(_) | Error::Template(_) => ApiError::invalid(e.to_string()),
         _ => ApiError::new(500, "server_error", format!("the engine failed: {e}")),
     }
@@ -317,7 +399,11 @@ struct Emitter<'a> {
 impl Emitter<'_> {
     /// A chunk with one choice (`None`: no choices, for the usage chunk).
     fn chunk(&self, choice: Option<Value>, usage: Option<Value>) -> Value {
-        let object = if self.chat { "chat.completion.chunk" } else { "text_completion" };
+        let object = if self.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
         let mut c = json!({
             "id": self.id,
             "object": object,
@@ -333,7 +419,11 @@ impl Emitter<'_> {
 
     fn choice(&self, text: &str, finish: Option<&str>) -> Value {
         if self.chat {
-            let delta = if finish.is_some() { json!({}) } else { json!({"content": text}) };
+            let delta = if finish.is_some() {
+                json!({})
+            } else {
+                json!({"content": text})
+            };
             json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
         } else {
             json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
@@ -389,11 +479,19 @@ impl Emitter<'_> {
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into())
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// Runs an admitted request on the engine and writes its response.
-pub(crate) fn generate(conn: &mut Conn, shared: &Arc<Shared>, req: GenRequest, extra: &mut LogExtra) -> Result<(), ApiError> {
+pub(crate) fn generate(
+    conn: &mut Conn,
+    shared: &Arc<Shared>,
+    req: GenRequest,
+    extra: &mut LogExtra,
+) -> Result<(), ApiError> {
     let mut backend = shared.backend.lock().unwrap_or_else(|e| e.into_inner());
     if conn.peer_gone() {
         extra.text = " client gone before generation".into();
@@ -413,8 +511,16 @@ pub(crate) fn generate(conn: &mut Conn, shared: &Arc<Shared>, req: GenRequest, e
         (None, Some(n)) => shared.cfg.default_max_tokens.min(limit - n),
         (None, None) => shared.cfg.default_max_tokens,
     };
-    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let id = format!("{}-{:016x}{:08x}", if chat { "chatcmpl" } else { "cmpl" }, random_u64(), random_u64() as u32);
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let id = format!(
+        "{}-{:016x}{:08x}",
+        if chat { "chatcmpl" } else { "cmpl" },
+        random_u64(),
+        random_u64() as u32
+    );
     let mut em = Emitter {
         conn,
         chat,
@@ -437,7 +543,11 @@ pub(crate) fn generate(conn: &mut Conn, shared: &Arc<Shared>, req: GenRequest, e
     }));
     drop(backend);
     let failure = match result {
-        Err(panic) => Err(ApiError::new(500, "server_error", format!("the engine panicked: {}", panic_message(&*panic)))),
+        Err(panic) => Err(ApiError::new(
+            500,
+            "server_error",
+            format!("the engine panicked: {}", panic_message(&*panic)),
+        )),
         Ok(Err(e)) => Err(engine_error(&e, chat)),
         Ok(Ok(r)) => Ok(r),
     };
@@ -462,9 +572,16 @@ pub(crate) fn generate(conn: &mut Conn, shared: &Arc<Shared>, req: GenRequest, e
         let prompt_tokens = n_prompt.unwrap_or(stats.prompt_tokens);
         json!({"prompt_tokens": prompt_tokens, "completion_tokens": stats.gen_tokens, "total_tokens": prompt_tokens + stats.gen_tokens})
     };
-    extra.text = format!(" prompt={} gen={} finish={:?}", usage["prompt_tokens"], stats.gen_tokens, stats.finish);
+    extra.text = format!(
+        " prompt={} gen={} finish={:?}",
+        usage["prompt_tokens"], stats.gen_tokens, stats.finish
+    );
     if em.gone || stats.finish == FinishReason::Cancelled {
-        extra.text.push_str(if em.gone { " (client gone)" } else { " (shutdown)" });
+        extra.text.push_str(if em.gone {
+            " (client gone)"
+        } else {
+            " (shutdown)"
+        });
         return Ok(());
     }
     let finish = finish_reason(stats.finish);
@@ -490,7 +607,11 @@ pub(crate) fn generate(conn: &mut Conn, shared: &Arc<Shared>, req: GenRequest, e
     } else {
         json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
     };
-    let object = if chat { "chat.completion" } else { "text_completion" };
+    let object = if chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
     let body = json!({
         "id": em.id,
         "object": object,

@@ -26,7 +26,14 @@ pub(crate) struct ApiError {
 
 impl ApiError {
     pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, kind, message: message.into(), param: None, code: None, headers: Vec::new() }
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            param: None,
+            code: None,
+            headers: Vec::new(),
+        }
     }
     /// 400 invalid_request_error.
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -60,7 +67,10 @@ pub(crate) struct Head {
 
 impl Head {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -91,15 +101,27 @@ fn reason(status: u16) -> &'static str {
 }
 
 impl Conn {
-    fn write_head(&mut self, status: u16, content_type: &str, len: Option<usize>, extra: &[(&'static str, String)]) -> io::Result<()> {
-        let mut h = format!("HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\n", reason(status));
+    fn write_head(
+        &mut self,
+        status: u16,
+        content_type: &str,
+        len: Option<usize>,
+        extra: &[(&'static str, String)],
+    ) -> io::Result<()> {
+        let mut h = format!(
+            "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\n",
+            reason(status)
+        );
         if let Some(n) = len {
             h.push_str(&format!("content-length: {n}\r\n"));
         }
         for (k, v) in extra {
             h.push_str(&format!("{k}: {v}\r\n"));
         }
-        h.push_str(&format!("x-request-id: {}\r\nconnection: close\r\n\r\n", self.request_id));
+        h.push_str(&format!(
+            "x-request-id: {}\r\nconnection: close\r\n\r\n",
+            self.request_id
+        ));
         self.responded = true;
         self.status = status;
         self.stream.write_all(h.as_bytes())
@@ -108,7 +130,10 @@ impl Conn {
     /// A complete JSON response.
     pub fn send_json(&mut self, status: u16, body: &Value, extra: &[(&'static str, String)]) {
         let bytes = body.to_string().into_bytes();
-        if self.write_head(status, "application/json", Some(bytes.len()), extra).is_ok() {
+        if self
+            .write_head(status, "application/json", Some(bytes.len()), extra)
+            .is_ok()
+        {
             let _ = self.stream.write_all(&bytes);
             let _ = self.stream.flush();
         }
@@ -120,12 +145,18 @@ impl Conn {
 
     /// The status line and headers of an event stream.
     pub fn start_sse(&mut self) -> io::Result<()> {
-        self.write_head(200, "text/event-stream", None, &[("cache-control", "no-cache".into())])
+        self.write_head(
+            200,
+            "text/event-stream",
+            None,
+            &[("cache-control", "no-cache".into())],
+        )
     }
 
     /// One `data: …` event.
     pub fn sse(&mut self, data: &str) -> io::Result<()> {
-        self.stream.write_all(format!("data: {data}\n\n").as_bytes())?;
+        self.stream
+            .write_all(format!("data: {data}\n\n").as_bytes())?;
         self.stream.flush()
     }
 
@@ -154,7 +185,10 @@ pub(crate) fn random_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     h.write_u128(now);
     h.finish()
 }
@@ -162,7 +196,11 @@ pub(crate) fn random_u64() -> u64 {
 /// The client's `x-request-id` when it is a short token, else a fresh one.
 fn request_id(head: Option<&Head>) -> String {
     if let Some(id) = head.and_then(|h| h.header("x-request-id")) {
-        if (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b)) {
+        if (1..=128).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        {
             return id.to_string();
         }
     }
@@ -178,8 +216,17 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError
         let n = match stream.read(&mut chunk) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) && !buf.is_empty() => {
-                return Err(ApiError::new(408, "invalid_request_error", "timed out reading the request head"));
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) && !buf.is_empty() =>
+            {
+                return Err(ApiError::new(
+                    408,
+                    "invalid_request_error",
+                    "timed out reading the request head",
+                ));
             }
             Err(_) => return Ok(None),
         };
@@ -187,7 +234,9 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError
             if buf.is_empty() {
                 return Ok(None);
             }
-            return Err(ApiError::invalid("the connection closed in the middle of the request head"));
+            return Err(ApiError::invalid(
+                "the connection closed in the middle of the request head",
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -202,17 +251,30 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError
                     headers: req
                         .headers
                         .iter()
-                        .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).trim().to_string()))
+                        .map(|h| {
+                            (
+                                h.name.to_ascii_lowercase(),
+                                String::from_utf8_lossy(h.value).trim().to_string(),
+                            )
+                        })
                         .collect(),
                 };
                 return Ok(Some((head, buf[len..].to_vec())));
             }
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                return Err(ApiError::new(431, "invalid_request_error", format!("the request head is over {MAX_HEAD} bytes")));
+                return Err(ApiError::new(
+                    431,
+                    "invalid_request_error",
+                    format!("the request head is over {MAX_HEAD} bytes"),
+                ));
             }
             Ok(httparse::Status::Partial) => {}
             Err(httparse::Error::TooManyHeaders) => {
-                return Err(ApiError::new(431, "invalid_request_error", "the request has more than 64 headers"));
+                return Err(ApiError::new(
+                    431,
+                    "invalid_request_error",
+                    "the request has more than 64 headers",
+                ));
             }
             Err(e) => return Err(ApiError::invalid(format!("malformed HTTP request: {e}"))),
         }
@@ -221,7 +283,12 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError
 
 /// Reads the body the head announces (Content-Length only), refusing it before reading when
 /// it is over the limit.
-fn read_body(conn: &mut Conn, head: &Head, mut body: Vec<u8>, max: usize) -> Result<Vec<u8>, ApiError> {
+fn read_body(
+    conn: &mut Conn,
+    head: &Head,
+    mut body: Vec<u8>,
+    max: usize,
+) -> Result<Vec<u8>, ApiError> {
     if let Some(te) = head.header("transfer-encoding") {
         return Err(ApiError::new(
             411,
@@ -231,9 +298,13 @@ fn read_body(conn: &mut Conn, head: &Head, mut body: Vec<u8>, max: usize) -> Res
     }
     let mut len: Option<usize> = None;
     for (_, v) in head.headers.iter().filter(|(n, _)| n == "content-length") {
-        let n: usize = v.parse().map_err(|_| ApiError::invalid(format!("content-length '{v}' is not a number")))?;
+        let n: usize = v
+            .parse()
+            .map_err(|_| ApiError::invalid(format!("content-length '{v}' is not a number")))?;
         if len.is_some_and(|l| l != n) {
-            return Err(ApiError::invalid("the request has conflicting content-length headers"));
+            return Err(ApiError::invalid(
+                "the request has conflicting content-length headers",
+            ));
         }
         len = Some(n);
     }
@@ -249,14 +320,17 @@ fn read_body(conn: &mut Conn, head: &Head, mut body: Vec<u8>, max: usize) -> Res
         body.truncate(len);
         return Ok(body);
     }
-    if head.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
+    if head
+        .header("expect")
+        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+    {
         let _ = conn.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
     let have = body.len();
     body.resize(len, 0);
-    conn.stream
-        .read_exact(&mut body[have..])
-        .map_err(|e| ApiError::invalid(format!("could not read the {len}-byte request body: {e}")))?;
+    conn.stream.read_exact(&mut body[have..]).map_err(|e| {
+        ApiError::invalid(format!("could not read the {len}-byte request body: {e}"))
+    })?;
     Ok(body)
 }
 
@@ -288,16 +362,27 @@ pub(crate) struct LogExtra {
 /// Too many open connections: a quick 503 from the accept loop.
 pub(crate) fn refuse_overloaded(stream: TcpStream, shared: &Shared) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let mut conn = Conn { stream, request_id: request_id(None), responded: false, status: 0 };
+    let mut conn = Conn {
+        stream,
+        request_id: request_id(None),
+        responded: false,
+        status: 0,
+    };
     let e = ApiError::new(
         503,
         "server_error",
-        format!("the server has {} connections open, its limit; retry later", shared.cfg.max_connections),
+        format!(
+            "the server has {} connections open, its limit; retry later",
+            shared.cfg.max_connections
+        ),
     )
     .header("retry-after", "1");
     conn.send_error(&e);
     if shared.cfg.log {
-        eprintln!("[metainfer-server] {} - - 503 (too many connections)", conn.request_id);
+        eprintln!(
+            "[metainfer-server] {} - - 503 (too many connections)",
+            conn.request_id
+        );
     }
     let _ = conn.stream.shutdown(Shutdown::Both);
 }
@@ -312,8 +397,15 @@ enum Route {
 
 /// The route of a path, and the method it takes.
 fn route(path: &str) -> Option<(Route, &'static str)> {
-    let p = path.strip_prefix("/v1").filter(|r| r.starts_with('/')).unwrap_or(path);
-    let p = if p.len() > 1 { p.trim_end_matches('/') } else { p };
+    let p = path
+        .strip_prefix("/v1")
+        .filter(|r| r.starts_with('/'))
+        .unwrap_or(path);
+    let p = if p.len() > 1 {
+        p.trim_end_matches('/')
+    } else {
+        p
+    };
     Some(match p {
         "/models" => (Route::Models, "GET"),
         "/chat/completions" => (Route::Chat, "POST"),
@@ -334,7 +426,12 @@ pub(crate) fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
     let _ = stream.set_write_timeout(timeout);
     let _ = stream.set_nodelay(true);
     let head = read_head(&mut stream);
-    let mut conn = Conn { stream, request_id: String::new(), responded: false, status: 0 };
+    let mut conn = Conn {
+        stream,
+        request_id: String::new(),
+        responded: false,
+        status: 0,
+    };
     let mut extra = LogExtra::default();
     let (method, path) = match head {
         Ok(None) => return,
@@ -359,7 +456,11 @@ pub(crate) fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
         }
     };
     if shared.cfg.log {
-        let status = if conn.responded { conn.status.to_string() } else { "-".into() };
+        let status = if conn.responded {
+            conn.status.to_string()
+        } else {
+            "-".into()
+        };
         eprintln!(
             "[metainfer-server] {} {method} {path} {status} {:.0}ms{}",
             conn.request_id,
@@ -370,9 +471,19 @@ pub(crate) fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
     linger_close(conn.stream);
 }
 
-fn serve(conn: &mut Conn, shared: &Arc<Shared>, head: &Head, rest: Vec<u8>, extra: &mut LogExtra) -> Result<(), ApiError> {
+fn serve(
+    conn: &mut Conn,
+    shared: &Arc<Shared>,
+    head: &Head,
+    rest: Vec<u8>,
+    extra: &mut LogExtra,
+) -> Result<(), ApiError> {
     let Some((route, method)) = route(&head.path) else {
-        return Err(ApiError::invalid(format!("unknown route: {} {}", head.method, head.path)).code("not_found").status(404));
+        return Err(
+            ApiError::invalid(format!("unknown route: {} {}", head.method, head.path))
+                .code("not_found")
+                .status(404),
+        );
     };
     if head.method != method {
         return Err(ApiError::new(
@@ -385,15 +496,22 @@ fn serve(conn: &mut Conn, shared: &Arc<Shared>, head: &Head, rest: Vec<u8>, extr
     }
     match route {
         Route::Models => {
-            conn.send_json(200, &json!({"object": "list", "data": [api::model_object(shared)]}), &[]);
+            conn.send_json(
+                200,
+                &json!({"object": "list", "data": [api::model_object(shared)]}),
+                &[],
+            );
             Ok(())
         }
         Route::Model(id) => {
             if id != shared.model_id {
-                return Err(ApiError::invalid(format!("the model '{id}' does not exist; this server serves '{}'", shared.model_id))
-                    .param("model")
-                    .code("model_not_found")
-                    .status(404));
+                return Err(ApiError::invalid(format!(
+                    "the model '{id}' does not exist; this server serves '{}'",
+                    shared.model_id
+                ))
+                .param("model")
+                .code("model_not_found")
+                .status(404));
             }
             conn.send_json(200, &api::model_object(shared), &[]);
             Ok(())
@@ -433,9 +551,12 @@ impl ApiError {
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(ApiError::invalid("the request body is empty; send a JSON object"));
+        return Err(ApiError::invalid(
+            "the request body is empty; send a JSON object",
+        ));
     }
-    let v: Value = crate::serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("the request body is not valid JSON: {e}")))?;
+    let v: Value = crate::serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("the request body is not valid JSON: {e}")))?;
     if !v.is_object() {
         return Err(ApiError::invalid("the request body must be a JSON object"));
     }
@@ -447,7 +568,9 @@ fn admit(shared: &Arc<Shared>) -> Option<CountGuard> {
     let max = shared.cfg.max_concurrent;
     shared
         .admitted
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < max).then_some(n + 1)
+        })
         .ok()
         .map(|_| CountGuard(shared.clone(), |s| &s.admitted))
 }

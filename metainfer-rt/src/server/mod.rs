@@ -120,9 +120,19 @@ pub trait Backend: Send + 'static {
     /// Raw-prompt completion; on_text gets each piece of text; returning false cancels.
     /// It may also be called with an empty piece (a token whose text is held back), which
     /// lets the server check for a vanished client between every token.
-    fn complete(&mut self, prompt: &str, p: &GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> Result<(String, Stats)>;
+    fn complete(
+        &mut self,
+        prompt: &str,
+        p: &GenParams,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<(String, Stats)>;
     /// Chat completion with the model's chat template.
-    fn chat(&mut self, messages: &[Message], p: &GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> Result<(String, Stats)>;
+    fn chat(
+        &mut self,
+        messages: &[Message],
+        p: &GenParams,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<(String, Stats)>;
     /// Token count of the prompt [`Backend::chat`] builds for `messages`, when the backend can
     /// tell; used for `usage.prompt_tokens`, for the context check before generating and to fit
     /// a default `max_tokens` into the context. `None` (the default): the server uses the
@@ -189,19 +199,32 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("addr", &self.addr).field("model_id", &self.shared.model_id).finish()
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field("model_id", &self.shared.model_id)
+            .finish()
     }
 }
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port; see [`Server::local_addr`]). Fails with
     /// `InvalidInput` when `cfg.max_concurrent` or `cfg.max_body_bytes` is 0.
-    pub fn bind(addr: impl ToSocketAddrs, backend: impl Backend, cfg: ServerConfig) -> io::Result<Server> {
+    pub fn bind(
+        addr: impl ToSocketAddrs,
+        backend: impl Backend,
+        cfg: ServerConfig,
+    ) -> io::Result<Server> {
         if cfg.max_concurrent == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "max_concurrent must be at least 1"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_concurrent must be at least 1",
+            ));
         }
         if cfg.max_body_bytes == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "max_body_bytes must be at least 1"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_body_bytes must be at least 1",
+            ));
         }
         let mut cfg = cfg;
         cfg.max_connections = cfg.max_connections.max(cfg.max_concurrent + 1);
@@ -209,7 +232,10 @@ impl Server {
         let addr = listener.local_addr()?;
         let model_id = cfg.model_id.clone().unwrap_or_else(|| backend.model_id());
         let max_seq = backend.max_seq();
-        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         let shared = Arc::new(Shared {
             backend: Mutex::new(Box::new(backend)),
             cfg,
@@ -220,7 +246,11 @@ impl Server {
             connections: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
         });
-        Ok(Server { listener, addr, shared })
+        Ok(Server {
+            listener,
+            addr,
+            shared,
+        })
     }
 
     /// The address the server listens on (with the real port when bound to port 0).
@@ -241,7 +271,11 @@ impl Server {
             .name("metainfer-server".into())
             .spawn(move || self.run())
             .expect("cannot spawn the server thread");
-        ServerHandle { addr, shared, thread: Some(thread) }
+        ServerHandle {
+            addr,
+            shared,
+            thread: Some(thread),
+        }
     }
 }
 
@@ -254,7 +288,9 @@ pub struct ServerHandle {
 
 impl std::fmt::Debug for ServerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerHandle").field("addr", &self.addr).finish()
+        f.debug_struct("ServerHandle")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -271,7 +307,9 @@ impl ServerHandle {
     }
 
     fn stop(&mut self) {
-        let Some(thread) = self.thread.take() else { return };
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
         self.shared.shutdown.store(true, Ordering::SeqCst);
         // Wake the blocking accept with a connection of our own.
         let mut wake = self.addr;
@@ -326,9 +364,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         }
         let sh = shared.clone();
         // On a spawn failure the closure (stream and guard) is dropped: the connection closes.
-        let _ = std::thread::Builder::new().name("metainfer-http".into()).spawn(move || {
-            let _guard = guard;
-            http::handle_connection(stream, &sh);
-        });
+        let _ = std::thread::Builder::new()
+            .name("metainfer-http".into())
+            .spawn(move || {
+                let _guard = guard;
+                http::handle_connection(stream, &sh);
+            });
     }
 }

@@ -953,8 +953,8 @@ mod vec_ops {
             let (x, y) = acc.split_at_mut(b * hd); // row a += row b
             x[a * hd..][..hd].iter_mut().zip(&y[..hd]).for_each(|(p, &q)| *p += q);
         };
-        if L == 32 {
-            (0..8).flat_map(|l| [(l, 16 + l), (8 + l, 24 + l), (l, 8 + l)]).for_each(|(a, b)| add(a, b));
+        for l in (0..8).filter(|_| L == 32) {
+            [(l, 16 + l), (8 + l, 24 + l), (l, 8 + l)].into_iter().for_each(|(a, b)| add(a, b));
         }
         (0..4).for_each(|l| add(l, l + 4));
         let last = if L == 32 { [(0, 1), (2, 3), (0, 2)] } else { [(0, 2), (1, 3), (0, 1)] };
@@ -2369,6 +2369,7 @@ mod forward_decoder {
                 w.token_embd.dequant_row_into(file, id as usize, &mut st.x[t * e..(t + 1) * e]);
             }
 
+            let rot = rope_table(n, pos, hd, c.rope_theta); // every layer's and head's cos/sin
             for (l, lw) in w.layers.iter().enumerate() {
                 // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
                 rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
@@ -2382,8 +2383,8 @@ mod forward_decoder {
                     add_rows(&mut st.v[..n * kvd], bv);
                 }
                 for t in 0..n {
-                    rope(&mut st.q[t * e..(t + 1) * e], hd, pos + t, c.rope_theta);
-                    rope(&mut st.k[t * kvd..(t + 1) * kvd], hd, pos + t, c.rope_theta);
+                    rope(&mut st.q[t * e..(t + 1) * e], &rot[t * hd / 2..][..hd / 2]);
+                    rope(&mut st.k[t * kvd..(t + 1) * kvd], &rot[t * hd / 2..][..hd / 2]);
                 }
                 self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
                 attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
@@ -2465,22 +2466,25 @@ mod forward_decoder {
         x.iter_mut().zip(y.iter().cycle()).for_each(|(a, &b)| *a += b);
     }
 
-    /// Rope on every head of `x` (`[n_heads][head_dim]`): rotates pair i by
-    /// pos · base^(-2i/head_dim), the angle stepped as ggml does. The pairs are (i, i + head_dim/2)
-    /// when `ROPE_NEOX` (NeoX), else (2i, 2i + 1) (ggml's normal mode); the constant folds.
-    fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
-        let half = head_dim / 2;
+    /// ggml's rope cache for positions `pos..pos + n`: `[n][head_dim / 2]` (sin, cos) of
+    /// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it.
+    fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32) -> Vec<(f32, f32)> {
         let theta_scale = base.powf(-2.0 / head_dim as f32);
-        for head in x.chunks_exact_mut(head_dim) {
-            let mut theta = pos as f32;
-            for i in 0..half {
-                let (sin, cos) = theta.sin_cos();
+        let angles = |p: usize| (0..head_dim / 2).scan(p as f32, move |t, _| Some(std::mem::replace(t, *t * theta_scale)));
+        (pos..pos + n).flat_map(angles).map(f32::sin_cos).collect()
+    }
+
+    /// Rope on every head of `x` (`[n_heads][head_dim]`) with one position's `rot` (rope_table): the
+    /// pairs are (i, i + head_dim/2) when `ROPE_NEOX` (NeoX), else (2i, 2i + 1) (ggml's normal mode).
+    fn rope(x: &mut [f32], rot: &[(f32, f32)]) {
+        let half = rot.len();
+        for head in x.chunks_exact_mut(2 * half) {
+            for (i, &(sin, cos)) in rot.iter().enumerate() {
                 let (ia, ib) = if ROPE_NEOX { (i, i + half) } else { (2 * i, 2 * i + 1) };
                 let (a, b) = (head[ia], head[ib]);
                 // gcc contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into these fmas
                 head[ia] = a.mul_add(cos, -(b * sin));
                 head[ib] = a.mul_add(sin, b * cos);
-                theta *= theta_scale;
             }
         }
     }

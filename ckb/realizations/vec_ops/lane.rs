@@ -84,8 +84,8 @@ fn fold<const L: usize>(acc: &mut [f32], hd: usize) -> &[f32] {
         let (x, y) = acc.split_at_mut(b * hd); // row a += row b
         x[a * hd..][..hd].iter_mut().zip(&y[..hd]).for_each(|(p, &q)| *p += q);
     };
-    if L == 32 {
-        (0..8).flat_map(|l| [(l, 16 + l), (8 + l, 24 + l), (l, 8 + l)]).for_each(|(a, b)| add(a, b));
+    for l in (0..8).filter(|_| L == 32) {
+        [(l, 16 + l), (8 + l, 24 + l), (l, 8 + l)].into_iter().for_each(|(a, b)| add(a, b));
     }
     (0..4).for_each(|l| add(l, l + 4));
     let last = if L == 32 { [(0, 1), (2, 3), (0, 2)] } else { [(0, 2), (1, 3), (0, 1)] };

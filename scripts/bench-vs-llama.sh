@@ -7,6 +7,7 @@
 # Needs llama-bench from scripts/anchor/build-llama-cpp.sh (LLAMA_BENCH overrides its path).
 # ENGINE picks demo-engine's engine (default auto: avx512 where the cpu has AVX-512 VNNI, else
 # avx2); compare ENGINE=avx2 with llama.cpp's AVX2 build, avx512 with its native one.
+# Both decode 64 tokens after a 128-token prompt (llama-bench -p 0 -n 64 -d 128).
 # Prints each measurement and the ratios ours / llama.cpp (median of the rounds, and of the
 # best round of each side). Both sides warm up untimed first (llama-bench's default warm-up run;
 # demo-engine bench's own).
@@ -22,10 +23,13 @@ OURS="$ROOT/target/release/demo-engine"
 out=$(mktemp)
 for r in $(seq "$ROUNDS"); do
     j=$("$OURS" bench --engine "${ENGINE:-auto}" --model "$MODEL" --threads "$T" --prompt-tokens 128 --gen-tokens 64 --reps 1 --json 2>/dev/null | tail -1)
-    l=$("$LLAMA_BENCH" -m "$MODEL" -t "$T" -p 128 -n 64 -r 1 -o json 2>/dev/null)
-    python3 - "$j" "$l" >>"$out" <<'PY'
+    # demo-engine bench decodes right after its 128-token prompt, so llama.cpp's decode is
+    # timed at the same depth (-d 128); its plain tg64 starts from an empty cache.
+    l=$("$LLAMA_BENCH" -m "$MODEL" -t "$T" -p 128 -n 0 -r 1 -o json 2>/dev/null)
+    d=$("$LLAMA_BENCH" -m "$MODEL" -t "$T" -p 0 -n 64 -d 128 -r 1 -o json 2>/dev/null)
+    python3 - "$j" "$l" "$d" >>"$out" <<'PY'
 import json, sys
-ours = json.loads(sys.argv[1]); ll = json.loads(sys.argv[2])
+ours = json.loads(sys.argv[1]); ll = json.loads(sys.argv[2]) + json.loads(sys.argv[3])
 pp = [x["avg_ts"] for x in ll if x["n_prompt"] > 0][0]
 tg = [x["avg_ts"] for x in ll if x["n_gen"] > 0][0]
 print(ours["pp_tok_s"], ours["tg_tok_s"], pp, tg, ours["mem_gb_s"])

@@ -175,9 +175,7 @@ mod gguf_reader {
         /// Bytes of a row of `n` elements; None when `n` is not a multiple of the block size or the
         /// size overflows.
         pub(crate) fn row_bytes(self, n: usize) -> Option<usize> {
-            if n % self.block_elems() != 0 {
-                return None;
-            }
+            if n % self.block_elems() != 0 { return None; }
             (n / self.block_elems()).checked_mul(self.block_bytes())
         }
     }
@@ -237,9 +235,7 @@ mod gguf_reader {
         /// Number of rows: the product of all dims but the first.
         pub(crate) fn n_rows(&self) -> usize { self.dims.iter().skip(1).product::<u64>() as usize }
         /// Bytes of one row.
-        pub(crate) fn row_bytes(&self) -> usize {
-            self.row_len() / self.ty.block_elems() * self.ty.block_bytes()
-        }
+        pub(crate) fn row_bytes(&self) -> usize { self.row_len() / self.ty.block_elems() * self.ty.block_bytes() }
     }
 
     /// The parsed, validated header of a GGUF file.

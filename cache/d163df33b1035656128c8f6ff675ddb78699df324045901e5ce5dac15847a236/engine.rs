@@ -171,9 +171,7 @@ mod gguf_reader {
         /// Bytes of a row of `n` elements; None when `n` is not a multiple of the block size or the
         /// size overflows.
         pub(crate) fn row_bytes(self, n: usize) -> Option<usize> {
-            if n % self.block_elems() != 0 {
-                return None;
-            }
+            if n % self.block_elems() != 0 { return None; }
             (n / self.block_elems()).checked_mul(self.block_bytes())
         }
     }
@@ -233,9 +231,7 @@ mod gguf_reader {
         /// Number of rows: the product of all dims but the first.
         pub(crate) fn n_rows(&self) -> usize { self.dims.iter().skip(1).product::<u64>() as usize }
         /// Bytes of one row.
-        pub(crate) fn row_bytes(&self) -> usize {
-            self.row_len() / self.ty.block_elems() * self.ty.block_bytes()
-        }
+        pub(crate) fn row_bytes(&self) -> usize { self.row_len() / self.ty.block_elems() * self.ty.block_bytes() }
     }
 
     /// The parsed, validated header of a GGUF file.
@@ -932,15 +928,29 @@ mod vec_ops {
         out.copy_from_slice(fold::<L>(&mut acc, hd));
     }
 
-    /// a · b in `L` lanes (element i in lane i % L), folded by `fold`. Every product is of two f16
-    /// values, exact in f32, so llama.cpp's fmas give the same sums.
+    /// a · b in `L` lanes (element i in lane i % L; the remainder first, zero-padded, which changes no
+    /// lane), folded as `fold` folds. Every product is of two f16 values, exact in f32, so llama.cpp's
+    /// fmas give the same sums. Lanes 8k..8k + 8 are in r[k], whole registers.
     #[inline(always)]
     fn dot<const L: usize>(a: &[f32], b: &[f32]) -> f32 {
-        let mut acc = [0.0f32; L];
+        let mut r = [[0.0f32; 8]; 4];
+        let mut add = |x: &[f32], y: &[f32]| {
+            for (k, r) in r.iter_mut().enumerate().take(L / 8) {
+                let (x, y): (&[f32; 8], &[f32; 8]) = (x[8 * k..][..8].try_into().unwrap(), y[8 * k..][..8].try_into().unwrap());
+                *r = std::array::from_fn(|j| r[j] + x[j] * y[j]);
+            }
+        };
         let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
-        ca.remainder().iter().zip(cb.remainder()).enumerate().for_each(|(l, (x, y))| acc[l] += x * y);
-        ca.zip(cb).for_each(|(x, y)| (0..L).for_each(|l| acc[l] += x[l] * y[l]));
-        fold::<L>(&mut acc, 1)[0]
+        if !ca.remainder().is_empty() {
+            let (mut ra, mut rb) = ([0.0f32; L], [0.0f32; L]);
+            ra[..ca.remainder().len()].copy_from_slice(ca.remainder());
+            rb[..cb.remainder().len()].copy_from_slice(cb.remainder());
+            add(&ra, &rb);
+        }
+        ca.zip(cb).for_each(|(x, y)| add(x, y));
+        let s: [f32; 8] = std::array::from_fn(|l| if L == 32 { (r[0][l] + r[2][l]) + (r[1][l] + r[3][l]) } else { r[0][l] });
+        let t: [f32; 4] = std::array::from_fn(|l| s[l] + s[l + 4]);
+        if L == 32 { (t[0] + t[1]) + (t[2] + t[3]) } else { (t[0] + t[2]) + (t[1] + t[3]) }
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -1638,21 +1648,14 @@ mod matvec {
             if n_tasks > POOL_MAX_TASKS {
                 // More indices than the job word can count: run them in POOL_MAX_TASKS groups.
                 let per = n_tasks.div_ceil(POOL_MAX_TASKS);
-                let g = move |k: usize| {
-                    for i in k * per..((k + 1) * per).min(n_tasks) {
-                        f(i);
-                    }
-                };
+                let g = move |k: usize| (k * per..((k + 1) * per).min(n_tasks)).for_each(f);
                 return self.run(n_tasks.div_ceil(per), &g);
             }
             if self.workers.is_empty()
                 || n_tasks == 1
                 || self.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err()
             {
-                for i in 0..n_tasks {
-                    f(i);
-                }
-                return;
+                return (0..n_tasks).for_each(f);
             }
             let sh = &*self.shared;
             // SAFETY: the lifetime of `f` is erased to publish it to the workers. They use it only

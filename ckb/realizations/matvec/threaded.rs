@@ -154,21 +154,14 @@ impl Pool {
         if n_tasks > POOL_MAX_TASKS {
             // More indices than the job word can count: run them in POOL_MAX_TASKS groups.
             let per = n_tasks.div_ceil(POOL_MAX_TASKS);
-            let g = move |k: usize| {
-                for i in k * per..((k + 1) * per).min(n_tasks) {
-                    f(i);
-                }
-            };
+            let g = move |k: usize| (k * per..((k + 1) * per).min(n_tasks)).for_each(f);
             return self.run(n_tasks.div_ceil(per), &g);
         }
         if self.workers.is_empty()
             || n_tasks == 1
             || self.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err()
         {
-            for i in 0..n_tasks {
-                f(i);
-            }
-            return;
+            return (0..n_tasks).for_each(f);
         }
         let sh = &*self.shared;
         // SAFETY: the lifetime of `f` is erased to publish it to the workers. They use it only

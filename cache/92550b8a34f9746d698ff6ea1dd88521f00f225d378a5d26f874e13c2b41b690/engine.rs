@@ -724,15 +724,9 @@ mod act_quant {
         /// a multiple of 32 (Q8_0) or 256 (Q8K) for a quantized form asked for.
         pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
             let n = x.len();
-            self.f32.clear();
+            [&mut self.f32, &mut self.f16, &mut self.bf16, &mut self.q8_0_d, &mut self.q8_0_s].into_iter().for_each(Vec::clear);
+            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_k.clear());
             self.f32.extend_from_slice(x);
-            self.f16.clear();
-            self.bf16.clear();
-            self.q8_0.clear();
-            self.q8_0_d.clear();
-            self.q8_0_neg16.clear();
-            self.q8_0_s.clear();
-            self.q8_k.clear();
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
             }
@@ -837,22 +831,31 @@ mod vec_ops {
         sum
     }
 
-    /// One head's attention in llama.cpp's order (no flash attention): softmax(q · K[..end] /
-    /// sqrt(hd)) · V with q and the probabilities rounded to f16, the dots summed in `L` lanes as its
-    /// f16 matmuls sum them: one token as ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes).
-    /// `kvs` = (K, V, row stride, the kv head's offset).
+    /// One head's attention in llama.cpp's order (no flash attention): softmax(q · K / sqrt(hd)) · V
+    /// over the head's f16 rows `(K, V)` (`[positions][hd]` each) with q and the probabilities rounded
+    /// to f16, the dots summed in `L` lanes as its f16 matmuls sum them: one token as
+    /// ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes). The rows are widened to f32 (exact)
+    /// `KV_BLOCK` positions at a time by `widen`.
     #[inline(always)]
-    fn head<const L: usize>(q: &[f32], end: usize, (kf, vf, kvd, off): (&[f32], &[f32], usize, usize), out: &mut [f32]) {
+    fn head<const L: usize>(q: &[f32], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), out: &mut [f32]) {
+        const KV_BLOCK: usize = 64;
         let (hd, scale) = (q.len(), 1.0 / (q.len() as f32).sqrt());
+        let (end, mut rows) = (kh.len() / hd, vec![0.0f32; KV_BLOCK * hd]);
         let q: Vec<f32> = q.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
         let mut p = vec![f32::NEG_INFINITY; end.div_ceil(32) * 32]; // llama.cpp's masked positions
-        p[..end].iter_mut().enumerate().for_each(|(i, s)| *s = dot::<L>(&q, &kf[i * kvd + off..][..hd]) * scale);
+        for (kb, p) in kh.chunks(KV_BLOCK * hd).zip(p.chunks_mut(KV_BLOCK)) {
+            widen(kb, &mut rows[..kb.len()]);
+            rows[..kb.len()].chunks_exact(hd).zip(p).for_each(|(k, s)| *s = dot::<L>(&q, k) * scale);
+        }
         let max = p[..end].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let inv = (1.0 / softmax_exp(&mut p, max)) as f32;
         let mut acc = vec![0.0f32; L * hd]; // acc[i % L][d] += p[i] * v[i][d]
-        for (i, &w) in p[..end].iter().enumerate() {
-            let w = rt::half::f16::from_f32(w * inv).to_f32();
-            acc[i % L * hd..][..hd].iter_mut().zip(&vf[i * kvd + off..][..hd]).for_each(|(a, &v)| *a += w * v);
+        for (b, vb) in vh.chunks(KV_BLOCK * hd).enumerate() {
+            widen(vb, &mut rows[..vb.len()]);
+            for (j, v) in rows[..vb.len()].chunks_exact(hd).enumerate() {
+                let (i, w) = (b * KV_BLOCK + j, rt::half::f16::from_f32(p[b * KV_BLOCK + j] * inv).to_f32());
+                acc[i % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += w * v);
+            }
         }
         out.copy_from_slice(fold::<L>(&mut acc, hd));
     }
@@ -906,9 +909,10 @@ mod vec_ops {
         swiglu_lanes(gate, up)
     }
 
-    /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = (K, V, row stride, offset).
-    pub(crate) fn attend(q: &[f32], kv: (&[f32], &[f32], usize, usize), end: usize, one: bool, out: &mut [f32]) {
-        if one { head::<32>(q, end, kv, out) } else { head::<8>(q, end, kv, out) }
+    /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+    pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+        if one { head::<32>(q, kv, widen, out) } else { head::<8>(q, kv, widen, out) }
     }
 }
 pub use vec_ops::*;
@@ -1767,43 +1771,49 @@ pub use weights_decoder::*;
 mod state_kv {
     use super::*;
 
+    use rt::half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+
     /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
     pub(crate) const BATCH: usize = 64;
 
-    /// The key/value cache: one row of `kv_dim` per layer and position, rounded to f16 as
-    /// llama.cpp's default cache type rounds it (so attention sees the same keys and values), held
-    /// widened as f32 so attention reads it without converting: twice the bytes of an f16 cache,
-    /// allocated zeroed (calloc), so the pages are touched only as positions fill.
+    /// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
+    /// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each
+    /// head's positions contiguous so attention streams them; allocated zeroed (calloc), so the pages
+    /// are touched only as positions fill.
     pub(crate) struct KvCache {
         pub(crate) max_seq: usize,
-        pub(crate) kv_dim: usize,
-        pub(crate) k: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
-        pub(crate) v: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
+        pub(crate) n_head_kv: usize,
+        pub(crate) head_dim: usize,
+        pub(crate) k: Vec<u16>, // [n_layer][n_head_kv][max_seq][head_dim], f16 bits
+        pub(crate) v: Vec<u16>, // [n_layer][n_head_kv][max_seq][head_dim], f16 bits
     }
 
     impl KvCache {
         pub(crate) fn new(cfg: &Config, max_seq: usize) -> KvCache {
             let n = cfg.n_layer * max_seq * cfg.kv_dim;
-            KvCache {
-                max_seq,
-                kv_dim: cfg.kv_dim,
-                k: vec![0.0; n],
-                v: vec![0.0; n],
+            KvCache { max_seq, n_head_kv: cfg.n_head_kv, head_dim: cfg.head_dim, k: vec![0; n], v: vec![0; n] }
+        }
+
+        /// Index of (layer, kv head, position) in `k` / `v`.
+        #[inline]
+        pub(crate) fn at(&self, layer: usize, head: usize, pos: usize) -> usize {
+            ((layer * self.n_head_kv + head) * self.max_seq + pos) * self.head_dim
+        }
+
+        /// Stores the keys and values (`[n][n_head_kv * head_dim]`) of `n` positions from `pos`,
+        /// rounded to f16 (round to nearest even, as ggml's f32 -> f16 conversion).
+        pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+            for (i, (kh, vh)) in k.chunks_exact(self.head_dim).zip(v.chunks_exact(self.head_dim)).enumerate() {
+                let at = self.at(layer, i % self.n_head_kv, pos + i / self.n_head_kv);
+                self.k[at..at + kh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(kh);
+                self.v[at..at + vh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(vh);
             }
         }
 
-        /// Index of (layer, position) in `k` / `v`.
-        #[inline]
-        pub(crate) fn at(&self, layer: usize, pos: usize) -> usize {
-            (layer * self.max_seq + pos) * self.kv_dim
-        }
-
-        /// Stores the keys and values of `n` consecutive positions starting at `pos`.
-        pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-            let i = self.at(layer, pos);
-            let f16 = |x: f32| rt::half::f16::from_f32(x).to_f32();
-            self.k[i..i + k.len()].iter_mut().zip(k).for_each(|(dst, &src)| *dst = f16(src));
-            self.v[i..i + v.len()].iter_mut().zip(v).for_each(|(dst, &src)| *dst = f16(src));
+        /// The keys and values of kv head `head` at positions `0..end` of `layer`: `[end][head_dim]` each.
+        pub(crate) fn head(&self, layer: usize, head: usize, end: usize) -> (&[rt::half::f16], &[rt::half::f16]) {
+            let r = self.at(layer, head, 0)..self.at(layer, head, end);
+            (self.k[r.clone()].reinterpret_cast(), self.v[r].reinterpret_cast())
         }
     }
 
@@ -1853,7 +1863,7 @@ mod forward_decoder {
         pub(crate) gguf: Gguf,                      // the mapped model file
         pub(crate) cfg: Config,                     // dims read from (and checked against) the file
         pub(crate) w: Weights,                      // tensor locations inside `gguf`
-        pub(crate) kv: KvCache,                     // [n_layer][max_seq][kv_dim] keys and values
+        pub(crate) kv: KvCache,                     // [n_layer][n_head_kv][max_seq][head_dim] f16 keys and values
         pub(crate) st: RunState,                    // [BATCH]-token activation buffers
         pub(crate) pool: Pool,                      // worker threads for the matrix products
         pub(crate) tok: Tokenizer,                  // from the file's tokenizer.ggml.* keys
@@ -2108,12 +2118,10 @@ mod forward_decoder {
     /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
     fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         let (hd, n) = (c.head_dim, att.len() / c.n_embd);
-        let run = kv.at(layer, 0)..kv.at(layer, pos + n);
-        let (kf, vf) = (&kv.k[run.clone()], &kv.v[run]);
         par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
             let (t, h) = (task / c.n_head, task % c.n_head);
-            let kvs = (kf, vf, kv.kv_dim, h / (c.n_head / c.n_head_kv) * hd);
-            attend(&q[t * c.n_embd + h * hd..][..hd], kvs, pos + t + 1, n == 1, out);
+            let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), pos + t + 1);
+            attend(&q[t * c.n_embd + h * hd..][..hd], kvs, n == 1, out);
         });
     }
 

@@ -728,15 +728,9 @@ mod act_quant {
         /// a multiple of 32 (Q8_0) or 256 (Q8K) for a quantized form asked for.
         pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
             let n = x.len();
-            self.f32.clear();
+            [&mut self.f32, &mut self.f16, &mut self.bf16, &mut self.q8_0_d, &mut self.q8_0_s].into_iter().for_each(Vec::clear);
+            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_k.clear());
             self.f32.extend_from_slice(x);
-            self.f16.clear();
-            self.bf16.clear();
-            self.q8_0.clear();
-            self.q8_0_d.clear();
-            self.q8_0_neg16.clear();
-            self.q8_0_s.clear();
-            self.q8_k.clear();
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
             }

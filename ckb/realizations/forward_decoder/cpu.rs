@@ -4,7 +4,7 @@ pub struct Engine {
     pub(crate) gguf: Gguf,                      // the mapped model file
     pub(crate) cfg: Config,                     // dims read from (and checked against) the file
     pub(crate) w: Weights,                      // tensor locations inside `gguf`
-    pub(crate) kv: KvCache,                     // [n_layer][max_seq][kv_dim] keys and values
+    pub(crate) kv: KvCache,                     // [n_layer][n_head_kv][max_seq][head_dim] f16 keys and values
     pub(crate) st: RunState,                    // [BATCH]-token activation buffers
     pub(crate) pool: Pool,                      // worker threads for the matrix products
     pub(crate) tok: Tokenizer,                  // from the file's tokenizer.ggml.* keys
@@ -259,12 +259,10 @@ fn rope(x: &mut [f32], rot: &[(f32, f32)]) {
 /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
 fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
     let (hd, n) = (c.head_dim, att.len() / c.n_embd);
-    let run = kv.at(layer, 0)..kv.at(layer, pos + n);
-    let (kf, vf) = (&kv.k[run.clone()], &kv.v[run]);
     par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
         let (t, h) = (task / c.n_head, task % c.n_head);
-        let kvs = (kf, vf, kv.kv_dim, h / (c.n_head / c.n_head_kv) * hd);
-        attend(&q[t * c.n_embd + h * hd..][..hd], kvs, pos + t + 1, n == 1, out);
+        let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), pos + t + 1);
+        attend(&q[t * c.n_embd + h * hd..][..hd], kvs, n == 1, out);
     });
 }
 

@@ -98,10 +98,7 @@ impl MetaValue {
     }
 
     /// The value when it is stored as any integer type.
-    pub(crate) fn as_i128(&self) -> Option<i128> {
-        if let MetaValue::Int(_, v) = *self { Some(v) } else { None }
-    }
-
+    pub(crate) fn as_i128(&self) -> Option<i128> { if let MetaValue::Int(_, v) = *self { Some(v) } else { None } }
 }
 
 /// One entry of the tensor directory, validated against the file.
@@ -379,19 +376,7 @@ impl GgufHeader {
     }
 
     /// An integer stored as any integer type that fits u32.
-    pub(crate) fn get_u32(&self, key: &str) -> rt::Result<u32> {
-        self.get_u32_opt(key)?.ok_or_else(|| gguf_missing(key))
-    }
-
-    /// An integer stored as any integer type that fits u64.
-    pub(crate) fn get_u64(&self, key: &str) -> rt::Result<u64> {
-        Ok(gguf_int_in(key, self.need(key)?, 0, u64::MAX as i128, "u64")? as u64)
-    }
-
-    /// An integer stored as any integer type that fits i64.
-    pub(crate) fn get_i64(&self, key: &str) -> rt::Result<i64> {
-        Ok(gguf_int_in(key, self.need(key)?, i64::MIN as i128, i64::MAX as i128, "i64")? as i64)
-    }
+    pub(crate) fn get_u32(&self, key: &str) -> rt::Result<u32> { self.get_u32_opt(key)?.ok_or_else(|| gguf_missing(key)) }
 
     /// A number stored as f32, f64 or an integer type.
     pub(crate) fn get_f32(&self, key: &str) -> rt::Result<f32> {
@@ -412,9 +397,7 @@ impl GgufHeader {
     }
 
     /// A string.
-    pub(crate) fn get_str(&self, key: &str) -> rt::Result<&str> {
-        self.get_str_opt(key)?.ok_or_else(|| gguf_missing(key))
-    }
+    pub(crate) fn get_str(&self, key: &str) -> rt::Result<&str> { self.get_str_opt(key)?.ok_or_else(|| gguf_missing(key)) }
 
     /// A bool; `default` when the key is absent, an error when it has another type.
     pub(crate) fn get_bool_or(&self, key: &str, default: bool) -> rt::Result<bool> {
@@ -453,12 +436,6 @@ impl GgufHeader {
     pub(crate) fn get_i32_array(&self, key: &str) -> rt::Result<Vec<i32>> {
         let a = self.int_array(key, i32::MIN as i128, i32::MAX as i128, "i32 array")?;
         Ok(a.into_iter().map(|x| x as i32).collect())
-    }
-
-    /// An array of integers stored as any integer element type, each fitting u32.
-    pub(crate) fn get_u32_array(&self, key: &str) -> rt::Result<Vec<u32>> {
-        let a = self.int_array(key, 0, u32::MAX as i128, "u32 array")?;
-        Ok(a.into_iter().map(|x| x as u32).collect())
     }
 
     /// An array of numbers stored as f32, f64 or integer (fitting i64) elements.

@@ -1,40 +1,46 @@
+use rt::half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+
 /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
 pub(crate) const BATCH: usize = 64;
 
-/// The key/value cache: one row of `kv_dim` per layer and position, rounded to f16 as
-/// llama.cpp's default cache type rounds it (so attention sees the same keys and values), held
-/// widened as f32 so attention reads it without converting: twice the bytes of an f16 cache,
-/// allocated zeroed (calloc), so the pages are touched only as positions fill.
+/// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
+/// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each
+/// head's positions contiguous so attention streams them; allocated zeroed (calloc), so the pages
+/// are touched only as positions fill.
 pub(crate) struct KvCache {
     pub(crate) max_seq: usize,
-    pub(crate) kv_dim: usize,
-    pub(crate) k: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
-    pub(crate) v: Vec<f32>, // [n_layer][max_seq][kv_dim], f16 values
+    pub(crate) n_head_kv: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) k: Vec<u16>, // [n_layer][n_head_kv][max_seq][head_dim], f16 bits
+    pub(crate) v: Vec<u16>, // [n_layer][n_head_kv][max_seq][head_dim], f16 bits
 }
 
 impl KvCache {
     pub(crate) fn new(cfg: &Config, max_seq: usize) -> KvCache {
         let n = cfg.n_layer * max_seq * cfg.kv_dim;
-        KvCache {
-            max_seq,
-            kv_dim: cfg.kv_dim,
-            k: vec![0.0; n],
-            v: vec![0.0; n],
+        KvCache { max_seq, n_head_kv: cfg.n_head_kv, head_dim: cfg.head_dim, k: vec![0; n], v: vec![0; n] }
+    }
+
+    /// Index of (layer, kv head, position) in `k` / `v`.
+    #[inline]
+    pub(crate) fn at(&self, layer: usize, head: usize, pos: usize) -> usize {
+        ((layer * self.n_head_kv + head) * self.max_seq + pos) * self.head_dim
+    }
+
+    /// Stores the keys and values (`[n][n_head_kv * head_dim]`) of `n` positions from `pos`,
+    /// rounded to f16 (round to nearest even, as ggml's f32 -> f16 conversion).
+    pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        for (i, (kh, vh)) in k.chunks_exact(self.head_dim).zip(v.chunks_exact(self.head_dim)).enumerate() {
+            let at = self.at(layer, i % self.n_head_kv, pos + i / self.n_head_kv);
+            self.k[at..at + kh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(kh);
+            self.v[at..at + vh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(vh);
         }
     }
 
-    /// Index of (layer, position) in `k` / `v`.
-    #[inline]
-    pub(crate) fn at(&self, layer: usize, pos: usize) -> usize {
-        (layer * self.max_seq + pos) * self.kv_dim
-    }
-
-    /// Stores the keys and values of `n` consecutive positions starting at `pos`.
-    pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let i = self.at(layer, pos);
-        let f16 = |x: f32| rt::half::f16::from_f32(x).to_f32();
-        self.k[i..i + k.len()].iter_mut().zip(k).for_each(|(dst, &src)| *dst = f16(src));
-        self.v[i..i + v.len()].iter_mut().zip(v).for_each(|(dst, &src)| *dst = f16(src));
+    /// The keys and values of kv head `head` at positions `0..end` of `layer`: `[end][head_dim]` each.
+    pub(crate) fn head(&self, layer: usize, head: usize, end: usize) -> (&[rt::half::f16], &[rt::half::f16]) {
+        let r = self.at(layer, head, 0)..self.at(layer, head, end);
+        (self.k[r.clone()].reinterpret_cast(), self.v[r].reinterpret_cast())
     }
 }
 

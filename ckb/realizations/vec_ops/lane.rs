@@ -43,22 +43,31 @@ pub(crate) fn softmax_exp(s: &mut [f32], max: f32) -> f64 {
     sum
 }
 
-/// One head's attention in llama.cpp's order (no flash attention): softmax(q · K[..end] /
-/// sqrt(hd)) · V with q and the probabilities rounded to f16, the dots summed in `L` lanes as its
-/// f16 matmuls sum them: one token as ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes).
-/// `kvs` = (K, V, row stride, the kv head's offset).
+/// One head's attention in llama.cpp's order (no flash attention): softmax(q · K / sqrt(hd)) · V
+/// over the head's f16 rows `(K, V)` (`[positions][hd]` each) with q and the probabilities rounded
+/// to f16, the dots summed in `L` lanes as its f16 matmuls sum them: one token as
+/// ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes). The rows are widened to f32 (exact)
+/// `KV_BLOCK` positions at a time by `widen`.
 #[inline(always)]
-fn head<const L: usize>(q: &[f32], end: usize, (kf, vf, kvd, off): (&[f32], &[f32], usize, usize), out: &mut [f32]) {
+fn head<const L: usize>(q: &[f32], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), out: &mut [f32]) {
+    const KV_BLOCK: usize = 64;
     let (hd, scale) = (q.len(), 1.0 / (q.len() as f32).sqrt());
+    let (end, mut rows) = (kh.len() / hd, vec![0.0f32; KV_BLOCK * hd]);
     let q: Vec<f32> = q.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
     let mut p = vec![f32::NEG_INFINITY; end.div_ceil(32) * 32]; // llama.cpp's masked positions
-    p[..end].iter_mut().enumerate().for_each(|(i, s)| *s = dot::<L>(&q, &kf[i * kvd + off..][..hd]) * scale);
+    for (kb, p) in kh.chunks(KV_BLOCK * hd).zip(p.chunks_mut(KV_BLOCK)) {
+        widen(kb, &mut rows[..kb.len()]);
+        rows[..kb.len()].chunks_exact(hd).zip(p).for_each(|(k, s)| *s = dot::<L>(&q, k) * scale);
+    }
     let max = p[..end].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
     let inv = (1.0 / softmax_exp(&mut p, max)) as f32;
     let mut acc = vec![0.0f32; L * hd]; // acc[i % L][d] += p[i] * v[i][d]
-    for (i, &w) in p[..end].iter().enumerate() {
-        let w = rt::half::f16::from_f32(w * inv).to_f32();
-        acc[i % L * hd..][..hd].iter_mut().zip(&vf[i * kvd + off..][..hd]).for_each(|(a, &v)| *a += w * v);
+    for (b, vb) in vh.chunks(KV_BLOCK * hd).enumerate() {
+        widen(vb, &mut rows[..vb.len()]);
+        for (j, v) in rows[..vb.len()].chunks_exact(hd).enumerate() {
+            let (i, w) = (b * KV_BLOCK + j, rt::half::f16::from_f32(p[b * KV_BLOCK + j] * inv).to_f32());
+            acc[i % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += w * v);
+        }
     }
     out.copy_from_slice(fold::<L>(&mut acc, hd));
 }

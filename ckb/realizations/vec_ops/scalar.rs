@@ -3,7 +3,8 @@ pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
     swiglu_lanes(gate, up)
 }
 
-/// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = (K, V, row stride, offset).
-pub(crate) fn attend(q: &[f32], kv: (&[f32], &[f32], usize, usize), end: usize, one: bool, out: &mut [f32]) {
-    if one { head::<32>(q, end, kv, out) } else { head::<8>(q, end, kv, out) }
+/// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+    let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+    if one { head::<32>(q, kv, widen, out) } else { head::<8>(q, kv, widen, out) }
 }

@@ -84,6 +84,20 @@ enum Cmd {
     Show { key: String },
     /// Re-run an entry's gates; rewrite its gates.toml (and manifest) if the result changed.
     Verify { key: String },
+    /// Check source files against a contract's code policy (the allowlist the chain's reviewer
+    /// applies to every section), and with --interface against its interface; prints each
+    /// problem with its line and exits 1 when there is any.
+    Review {
+        /// The contract whose allowlist (and interface) applies, e.g. `dot_q4_k`.
+        #[arg(long, value_name = "ID")]
+        contract: String,
+        /// Also check that the files define the contract's interface items.
+        #[arg(long)]
+        interface: bool,
+        /// Rust files, each reviewed as one section.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Work with the CKB.
     Ckb {
         #[command(subcommand)]
@@ -157,6 +171,11 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Cmd::Ls => ls(&env),
         Cmd::Show { key } => show(&env, &key),
         Cmd::Verify { key } => verify(&env, &key),
+        Cmd::Review {
+            contract,
+            interface,
+            files,
+        } => review(&env, &contract, interface, &files),
         Cmd::Ckb { cmd: CkbCmd::Check } => ckb_check(&env),
         Cmd::Ckb {
             cmd: CkbCmd::Proposals,
@@ -165,6 +184,44 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             cmd: CkbCmd::Adopt { proposal },
         } => ckb_adopt(&env, &proposal),
     }
+}
+
+fn review(env: &Env, contract: &str, interface: bool, files: &[PathBuf]) -> anyhow::Result<bool> {
+    let ckb = env.ckb()?;
+    let Some(c) = ckb.contracts.get(contract) else {
+        let mut ids: Vec<&str> = ckb.contracts.keys().map(String::as_str).collect();
+        ids.sort();
+        bail!(
+            "no contract `{contract}` in {}; contracts: {}",
+            env.show(&env.ckb_root),
+            ids.join(", ")
+        );
+    };
+    let mut sources = Vec::new();
+    for f in files {
+        let code =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        sources.push((f.display().to_string(), code));
+    }
+    let problems = chain::review::review_files(&sources, c, interface);
+    for p in &problems {
+        match p.line {
+            Some(l) => out!("{}:{l}: {}", p.slot, p.message),
+            None => out!("{}: {}", p.slot, p.message),
+        }
+    }
+    if problems.is_empty() {
+        let what = if interface {
+            "policy and interface"
+        } else {
+            "policy"
+        };
+        out!(
+            "metainfer review: {} file(s) pass the {what} of contract {contract}",
+            files.len()
+        );
+    }
+    Ok(problems.is_empty())
 }
 
 fn ckb_proposals(env: &Env) -> anyhow::Result<bool> {

@@ -432,7 +432,7 @@ pub fn review_slot(slot: &Slot, code: &str, contract: Option<&Contract>) -> Vec<
         Some(c) => review::Allowances::of(Some(c)),
         None => review::Allowances {
             unsafe_code: slot.id == "dispatch",
-            file_access: false,
+            ..Default::default()
         },
     };
     let unsafe_kw = if matches!(slot.entry, Some((_, true))) {

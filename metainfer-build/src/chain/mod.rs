@@ -9,6 +9,7 @@ pub mod extract;
 pub mod implement;
 pub mod llm_fill;
 pub mod plan;
+pub mod policy;
 pub mod prompts;
 pub mod review;
 pub mod verify;

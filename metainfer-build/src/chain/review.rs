@@ -4,7 +4,6 @@
 
 use crate::ckb::schema::Contract;
 use quote::ToTokens;
-use syn::visit::Visit;
 
 /// One problem the reviewer found; `line` is 1-based within the section's code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,11 +22,13 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// What a section may do, from its contract.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a section may do, from its contract (see [`super::policy`]).
+#[derive(Debug, Clone, Default)]
 pub struct Allowances {
     pub unsafe_code: bool,
     pub file_access: bool,
+    /// Further allowlist entries (paths or modules) the contract grants, e.g. `rt::server`.
+    pub may_use: Vec<String>,
 }
 
 impl Allowances {
@@ -36,6 +37,7 @@ impl Allowances {
             Some(c) => Allowances {
                 unsafe_code: c.unsafe_allowed,
                 file_access: c.file_access,
+                may_use: c.may_use.clone(),
             },
             None => Allowances::default(),
         }
@@ -60,7 +62,7 @@ pub fn review_section(
             }]
         }
     };
-    let mut problems = policy(slot, &file, allow);
+    let mut problems = policy(slot, &file, &allow);
     let mut wanted: Vec<String> = contract.map(|c| c.interface.clone()).unwrap_or_default();
     wanted.extend(extra_interface.iter().cloned());
     for item in &wanted {
@@ -75,239 +77,40 @@ pub fn review_section(
     problems
 }
 
-/// The code policy: no process, network, env or (outside the model file reader) file access,
-/// no `include*!`, no `extern` blocks, no `mod` declarations, no inner attributes, no
-/// `todo!`/`unimplemented!`, `unsafe` only where the contract allows it.
-pub fn policy(slot: &str, file: &syn::File, allow: Allowances) -> Vec<Problem> {
-    let mut v = PolicyVisitor {
-        slot,
-        allow,
-        problems: Vec::new(),
-    };
-    if let Some(a) = file.attrs.first() {
-        v.push(
-            a.pound_token.span,
-            "inner attributes (#![…]) are not allowed in a section".into(),
-        );
+/// Reviews source files `(name, code)` for contract `c` as `metainfer review` does: each file
+/// against the contract's code policy (as [`review_section`] applies it to every section the
+/// chain reviews), and with `interface` the files together (a realization is often several
+/// files: blocks and kernels) against the contract's interface items.
+pub fn review_files(files: &[(String, String)], c: &Contract, interface: bool) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (name, code) in files {
+        problems.extend(review_section(
+            name,
+            code,
+            None,
+            Allowances::of(Some(c)),
+            &[],
+        ));
     }
-    v.visit_file(file);
-    v.problems
+    let all: String = files.iter().map(|(_, code)| format!("{code}\n")).collect();
+    if let (true, Ok(file)) = (interface, syn::parse_file(&all)) {
+        let slot: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        for item in &c.interface {
+            if let Err(message) = has_interface_item(&file, item) {
+                problems.push(Problem {
+                    slot: slot.join(" + "),
+                    line: None,
+                    message,
+                });
+            }
+        }
+    }
+    problems
 }
 
-struct PolicyVisitor<'a> {
-    slot: &'a str,
-    allow: Allowances,
-    problems: Vec<Problem>,
-}
-
-impl PolicyVisitor<'_> {
-    fn push(&mut self, span: proc_macro2::Span, message: String) {
-        self.problems.push(Problem {
-            slot: self.slot.into(),
-            line: Some(span.start().line),
-            message,
-        });
-    }
-
-    fn check_path(&mut self, segs: &[String], span: proc_macro2::Span) {
-        let joined = segs.join("::");
-        let forbidden = [
-            ("std::process", "process spawning"),
-            ("std::net", "network access"),
-            ("std::env", "environment access"),
-            ("std::os", "os-specific APIs"),
-            ("core::arch::asm", "inline assembly"),
-        ];
-        for (p, what) in forbidden {
-            if joined == p || joined.starts_with(&format!("{p}::")) {
-                self.push(
-                    span,
-                    format!("{what} ({joined}) is not allowed in generated engines"),
-                );
-            }
-        }
-        if !self.allow.file_access
-            && (joined == "std::fs"
-                || joined.starts_with("std::fs::")
-                || joined.ends_with("File::open"))
-        {
-            self.push(
-                span,
-                format!("file access ({joined}) is only allowed in the model file reader"),
-            );
-        }
-    }
-}
-
-fn path_segments(p: &syn::Path) -> Vec<String> {
-    p.segments.iter().map(|s| s.ident.to_string()).collect()
-}
-
-impl<'ast> Visit<'ast> for PolicyVisitor<'_> {
-    fn visit_path(&mut self, p: &'ast syn::Path) {
-        let segs = path_segments(p);
-        if let Some(first) = p.segments.first() {
-            self.check_path(&segs, first.ident.span());
-        }
-        syn::visit::visit_path(self, p);
-    }
-
-    fn visit_use_tree(&mut self, t: &'ast syn::UseTree) {
-        fn flatten(
-            t: &syn::UseTree,
-            prefix: &mut Vec<String>,
-            out: &mut Vec<(Vec<String>, proc_macro2::Span)>,
-        ) {
-            match t {
-                syn::UseTree::Path(p) => {
-                    prefix.push(p.ident.to_string());
-                    flatten(&p.tree, prefix, out);
-                    prefix.pop();
-                }
-                syn::UseTree::Name(n) => {
-                    let mut v = prefix.clone();
-                    v.push(n.ident.to_string());
-                    out.push((v, n.ident.span()));
-                }
-                syn::UseTree::Rename(r) => {
-                    let mut v = prefix.clone();
-                    v.push(r.ident.to_string());
-                    out.push((v, r.ident.span()));
-                }
-                syn::UseTree::Glob(g) => out.push((prefix.clone(), g.star_token.span)),
-                syn::UseTree::Group(g) => {
-                    for t in &g.items {
-                        flatten(t, prefix, out);
-                    }
-                }
-            }
-        }
-        let mut out = Vec::new();
-        flatten(t, &mut Vec::new(), &mut out);
-        for (segs, span) in out {
-            self.check_path(&segs, span);
-        }
-    }
-
-    fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        let name = m
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        let span = m
-            .path
-            .segments
-            .first()
-            .map(|s| s.ident.span())
-            .unwrap_or_else(proc_macro2::Span::call_site);
-        match name.as_str() {
-            "include" | "include_str" | "include_bytes" => {
-                self.push(span, format!("{name}! is not allowed in generated engines"))
-            }
-            "todo" | "unimplemented" => self.push(
-                span,
-                format!("{name}! is not allowed: every path must be implemented"),
-            ),
-            "env" | "option_env" => self.push(
-                span,
-                format!("{name}! (build environment access) is not allowed"),
-            ),
-            "asm" | "global_asm" => {
-                self.push(span, format!("{name}! (inline assembly) is not allowed"))
-            }
-            _ => {}
-        }
-        syn::visit::visit_macro(self, m);
-    }
-
-    fn visit_item_foreign_mod(&mut self, i: &'ast syn::ItemForeignMod) {
-        self.push(
-            i.abi.extern_token.span,
-            "extern blocks are not allowed in generated engines".into(),
-        );
-    }
-
-    fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
-        self.push(
-            i.mod_token.span,
-            format!(
-                "module declarations (mod {}) are not allowed inside a section",
-                i.ident
-            ),
-        );
-    }
-
-    fn visit_item_extern_crate(&mut self, i: &'ast syn::ItemExternCrate) {
-        self.push(
-            i.extern_token.span,
-            "extern crate is not allowed; use rt:: re-exports".into(),
-        );
-    }
-
-    fn visit_expr_unsafe(&mut self, e: &'ast syn::ExprUnsafe) {
-        if !self.allow.unsafe_code {
-            self.push(
-                e.unsafe_token.span,
-                "unsafe block in a section whose contract does not allow unsafe".into(),
-            );
-        }
-        syn::visit::visit_expr_unsafe(self, e);
-    }
-
-    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        if let Some(u) = &f.sig.unsafety {
-            if !self.allow.unsafe_code {
-                self.push(
-                    u.span,
-                    format!(
-                        "unsafe fn {} in a section whose contract does not allow unsafe",
-                        f.sig.ident
-                    ),
-                );
-            }
-        }
-        for a in &f.attrs {
-            if a.path().is_ident("no_mangle")
-                || a.path().is_ident("export_name")
-                || a.path().is_ident("link_section")
-            {
-                self.push(
-                    a.pound_token.span,
-                    "linkage attributes are not allowed".into(),
-                );
-            }
-        }
-        syn::visit::visit_item_fn(self, f);
-    }
-
-    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-        if let Some(u) = &i.unsafety {
-            if !self.allow.unsafe_code {
-                self.push(
-                    u.span,
-                    "unsafe impl in a section whose contract does not allow unsafe".into(),
-                );
-            }
-        }
-        syn::visit::visit_item_impl(self, i);
-    }
-
-    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
-        if let Some(u) = &f.sig.unsafety {
-            if !self.allow.unsafe_code {
-                self.push(
-                    u.span,
-                    format!(
-                        "unsafe fn {} in a section whose contract does not allow unsafe",
-                        f.sig.ident
-                    ),
-                );
-            }
-        }
-        syn::visit::visit_impl_item_fn(self, f);
-    }
+/// The code policy (an allowlist per contract; see [`super::policy`]).
+pub fn policy(slot: &str, file: &syn::File, allow: &Allowances) -> Vec<Problem> {
+    super::policy::check(slot, file, allow)
 }
 
 fn norm(ts: impl ToTokens) -> String {

@@ -47,6 +47,10 @@ pub struct Contract {
     /// Whether a realization may touch the file system (only the model file reader).
     #[serde(default)]
     pub file_access: bool,
+    /// Further entries of the section's code allowlist (paths or modules, e.g. `rt::server`),
+    /// beyond the base every section has and what `unsafe_allowed` / `file_access` add.
+    #[serde(default)]
+    pub may_use: Vec<String>,
     /// Verified realizations, in preference order.
     #[serde(default)]
     pub realizations: Vec<RealizationRef>,

@@ -17,8 +17,12 @@ Rules:\n\
 - The section is wrapped in `mod <section> { use super::*; ... }` and its pub/pub(crate) items are re-exported, so \
 everything the other sections expose is in scope by name; the runtime crate is `rt` (rt::Error, rt::Result, rt::half).\n\
 - Do not write `mod` declarations, `#![...]` attributes, `extern crate`, `extern` blocks, or `use super::*;`.\n\
-- Forbidden: std::process, std::net, std::env, std::fs, include!/include_str!/include_bytes!, env!/option_env!, asm!, \
-todo!, unimplemented!. `unsafe` only when the contract says it is allowed.\n\
+- The code policy is an allowlist, checked before anything compiles: std's collections, fmt, iter, num, ops, mem, \
+slice, str, sync, thread, time (no std::process, std::net, std::env, std::os; std::fs and std::io only in the model file \
+reader) and rt's Error, Result, half, serde_json, minijinja; macros: assert!, assert_eq!, assert_ne!, debug_assert!, \
+panic!, unreachable!, format!, write!, writeln!, vec!, matches!, cfg! (no println!, include*!, env!, asm!, todo!, \
+macro_rules!); attributes: inline, cold, derive of std traits, allow, cfg, repr, doc, must_use, and target_feature where \
+unsafe is allowed. `unsafe` only when the contract says it is allowed.\n\
 - Expose every interface item with exactly the signature given. The verifier compiles your section with the rest of \
 the engine and runs numeric gates; when something fails you get the compiler errors or the gate output verbatim: fix \
 exactly that and reply with the whole corrected section again.";

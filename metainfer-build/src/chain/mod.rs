@@ -12,6 +12,7 @@ pub mod plan;
 pub mod policy;
 pub mod prompts;
 pub mod review;
+pub mod sandbox;
 pub mod verify;
 
 use crate::ckb::Ckb;

@@ -166,35 +166,168 @@ pub fn verify_subset(
             s.dir.display()
         ));
     }
-    let mut out = run_cargo(s, compiled, run, true, progress)?;
+    let mut out = run_cargo(s, true, progress)?;
     let net_off = std::env::var("CARGO_NET_OFFLINE").is_ok_and(|v| crate::mode::net_offline(&v));
-    if !out.success && !out.ran_tests && !net_off && needs_network(&out.stderr) {
+    if !out.success && !net_off && needs_network(&out.stderr) {
         // The generator's lock names crates this machine has not downloaded yet (a first build
         // elsewhere): fetch them once, with the versions the lock pins.
         if progress {
             crate::progress::line("metainfer: verify: some locked crates are not in the local cargo cache; fetching them (cargo without --offline)");
         }
-        out = run_cargo(s, compiled, run, false, progress)?;
+        out = run_cargo(s, false, progress)?;
     }
-    if !out.success && !out.ran_tests {
-        return Err(ChainError::Compile {
-            log: tail(&out.stderr, 12_000),
-        });
+    let exe = match (&out.executable, out.success) {
+        (Some(exe), true) => exe.clone(),
+        _ => {
+            return Err(ChainError::Compile {
+                log: tail(&out.stderr, 12_000),
+            })
+        }
+    };
+    run_gates(s, &exe, run, progress)
+}
+
+/// Runs the gate tests of `run` (each `gate_<id>::…` test of the compiled test binary `exe`,
+/// one process per test) in the sandbox. A test passes only when its process exits with 0
+/// and libtest's own summary of that one test says it passed: output the candidate could
+/// write (it may not, under the code policy, but a panic message reaches stderr) cannot
+/// stand in for either, and a process that ends early (`exit(0)` before the gate's asserts)
+/// never prints the summary.
+fn run_gates(
+    s: &Scratch<'_>,
+    exe: &Path,
+    run: &[String],
+    progress: bool,
+) -> Result<Verdict, ChainError> {
+    let limits = super::sandbox::Limits::gate();
+    let cwd = s.dir.join("run");
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd)
+        .map_err(|e| ChainError::Verify(format!("cannot create {}: {e}", cwd.display())))?;
+    let env = gate_env(s);
+    let sandbox = |args: Vec<String>| {
+        super::sandbox::run(exe, &args, &env, &cwd, &limits).map_err(|e| {
+            ChainError::Verify(format!("cannot run the gate tests {}: {e}", exe.display()))
+        })
+    };
+    // listing runs no test code
+    let list = sandbox(vec!["--list".into(), "--format".into(), "terse".into()])?;
+    let wanted: Vec<String> = run.iter().map(|g| format!("gate_{g}::")).collect();
+    let tests: Vec<String> = list
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|t| wanted.iter().any(|w| t.starts_with(w.as_str())))
+        .map(str::to_string)
+        .collect();
+    if progress {
+        crate::progress::line(&format!(
+            "metainfer: verify: running {} gate tests, each in the sandbox ({} s wall, {} MiB; network {})",
+            tests.len(),
+            limits.wall.as_secs(),
+            limits.data_mib,
+            if list.network_isolated { "isolated" } else { "NOT isolated: no network namespace here" }
+        ));
     }
-    let gates = parse_gate_output(&out.stdout, run);
-    let passed = out.success && gates.iter().all(|g| g.status != "fail");
+    let (mut synthetic, mut log, mut why) = (String::new(), String::new(), BTreeMap::new());
+    for (i, t) in tests.iter().enumerate() {
+        if progress {
+            crate::progress::line(&format!(
+                "metainfer: verify: [{}/{}] gate {}",
+                i + 1,
+                tests.len(),
+                t.trim_start_matches("gate_")
+            ));
+        }
+        let r = sandbox(vec![
+            t.clone(),
+            "--exact".into(),
+            "--nocapture".into(),
+            "--test-threads=1".into(),
+        ])?;
+        let ok = r.test_passed();
+        // the test's own lines, without libtest's (the status is ours)
+        synthetic.push_str(&format!("test {t} ... \n"));
+        for line in r.stdout.lines() {
+            let line = line.strip_prefix(&format!("test {t} ... ")).unwrap_or(line);
+            if !matches!(line.trim(), "ok" | "FAILED" | "ignored" | "")
+                && !line.starts_with("running ")
+                && !line.starts_with("test result:")
+            {
+                synthetic.push_str(line);
+                synthetic.push('\n');
+            }
+        }
+        synthetic.push_str(if ok { "ok\n" } else { "FAILED\n" });
+        log.push_str(&format!(
+            "---- {t} ({:.1} s) ----\n{}{}",
+            r.wall.as_secs_f64(),
+            r.stdout,
+            r.stderr
+        ));
+        if !ok {
+            let d = if r.success() {
+                "exited with 0 but libtest did not report the test as passed (it ended early)"
+                    .to_string()
+            } else {
+                r.describe(&limits)
+            };
+            log.push_str(&format!("gate test {t}: FAILED: {d}\n"));
+            let gate = t
+                .trim_start_matches("gate_")
+                .split("::")
+                .next()
+                .unwrap_or("")
+                .to_string();
+            why.entry(gate).or_insert(format!("{t}: {d}"));
+        }
+    }
+    let mut gates = parse_gate_output(&synthetic, run);
+    for g in gates.iter_mut().filter(|g| g.status == "fail") {
+        if let Some(w) = why.remove(&g.id) {
+            g.reason = Some(w);
+        }
+    }
+    let passed = !tests.is_empty() && gates.iter().all(|g| g.status != "fail");
     Ok(Verdict {
         gates,
         passed,
-        log: tail(&format!("{}\n{}", out.stdout, out.stderr), 12_000),
+        log: tail(&log, 12_000),
     })
 }
 
-/// What one `cargo test` of the scratch crate printed.
+/// The environment of a gate run: where the gate data is, the real model when asked for, and
+/// where NVRTC is; nothing else of the caller's (no keys, no HOME).
+fn gate_env(s: &Scratch<'_>) -> Vec<(String, std::ffi::OsString)> {
+    let data = s.ckb.root.join("gates");
+    let data = data.canonicalize().unwrap_or(data);
+    let mut env = vec![
+        ("METAINFER_GATE_DATA".to_string(), data.into_os_string()),
+        ("RUST_BACKTRACE".to_string(), "0".into()),
+    ];
+    // Real-model gates run only when asked for: entries must not depend on what a machine has.
+    if let Some(m) = std::env::var_os("METAINFER_REAL_MODEL_GATE") {
+        // absolute, since the gate runs in its own directory
+        let paths: Vec<PathBuf> = std::env::split_paths(&m)
+            .map(|p| p.canonicalize().unwrap_or(p))
+            .collect();
+        if let Ok(joined) = std::env::join_paths(paths) {
+            env.push(("METAINFER_REAL_MODEL".to_string(), joined));
+        }
+    }
+    for k in ["METAINFER_NVRTC_LIB", "CUDA_PATH", "LD_LIBRARY_PATH"] {
+        if let Some(v) = std::env::var_os(k) {
+            env.push((k.to_string(), v));
+        }
+    }
+    env
+}
+
+/// What one `cargo test --no-run` of the scratch crate did.
 struct CargoRun {
     success: bool,
-    ran_tests: bool,
-    stdout: String,
+    /// The test binary cargo built.
+    executable: Option<PathBuf>,
     stderr: String,
 }
 
@@ -203,59 +336,69 @@ fn needs_network(stderr: &str) -> bool {
     stderr.contains("--offline") || stderr.contains("offline mode")
 }
 
-/// Runs `cargo test` on the scratch crate, reading its output as it comes so that progress
-/// (crates compiled, each gate test as it starts) reaches the user during a long build.
-fn run_cargo(
-    s: &Scratch<'_>,
-    compiled: &[String],
-    run: &[String],
-    offline: bool,
-    progress: bool,
-) -> Result<CargoRun, ChainError> {
+/// Builds the scratch crate's test binary (`cargo test --no-run`), reading cargo's output as
+/// it comes so that progress (crates compiled) reaches the user during a long build. The build
+/// has a wall-time limit, `METAINFER_COMPILE_TIMEOUT_S` (default 1800): past it, cargo and the
+/// compilers it started are killed (they run in a process group of their own).
+fn run_cargo(s: &Scratch<'_>, offline: bool, progress: bool) -> Result<CargoRun, ChainError> {
     use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&s.dir)
-        .args(["test", "--release", "--lib"])
+        .args(["test", "--release", "--lib", "--no-run"])
+        .args(["--message-format", "json-render-diagnostics"])
         .args(offline.then_some("--offline"))
-        .args(["--", "--nocapture", "--test-threads=1"])
-        .args(
-            run.iter()
-                .filter(|_| run.len() < compiled.len())
-                .map(|g| format!("gate_{g}::")),
-        )
         .env("CARGO_TARGET_DIR", &s.target_dir)
-        .env("METAINFER_GATE_DATA", s.ckb.root.join("gates"))
-        .env("RUST_BACKTRACE", "0")
+        .process_group(0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // The outer build's variables would confuse the inner cargo (jobserver, package identity).
+    // The outer build's variables would confuse the inner cargo (jobserver, package identity);
+    // the compiler needs no keys either.
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().to_string();
         let keep = ["CARGO_HOME", "CARGO_NET_OFFLINE", "CARGO_TARGET_DIR"];
         if (k.starts_with("CARGO_") && !keep.contains(&k.as_str()))
+            || k.starts_with("METAINFER_")
             || [
                 "MAKEFLAGS",
                 "MFLAGS",
                 "RUSTC_WRAPPER",
                 "RUSTC_WORKSPACE_WRAPPER",
-                "METAINFER_REAL_MODEL_GATE",
             ]
             .contains(&k.as_str())
         {
             cmd.env_remove(&k);
         }
     }
-    // Real-model gates run only when asked for: entries must not depend on what a machine has.
-    if let Some(m) = std::env::var_os("METAINFER_REAL_MODEL_GATE") {
-        cmd.env("METAINFER_REAL_MODEL", m);
-    } else {
-        cmd.env_remove("METAINFER_REAL_MODEL");
-    }
+    let limit = std::env::var("METAINFER_COMPILE_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(1800);
     let mut child = cmd
         .spawn()
         .map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
+    let pgid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (done, timed_out) = (done.clone(), timed_out.clone());
+        std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                if t0.elapsed().as_secs() > limit {
+                    timed_out.store(true, std::sync::atomic::Ordering::Release);
+                    let _ = Command::new("kill")
+                        .args(["-9", "--", &format!("-{pgid}")])
+                        .status();
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        })
+    };
     let err_pipe = child.stderr.take().expect("stderr is piped");
     let err_thread = std::thread::spawn(move || {
         let mut text = String::new();
@@ -278,48 +421,38 @@ fn run_cargo(
         }
         text
     });
-    let mut stdout = String::new();
-    let (mut started, mut total) = (0usize, 0usize);
     let t0 = std::time::Instant::now();
+    let mut executable = None;
     for line in std::io::BufReader::new(child.stdout.take().expect("stdout is piped"))
         .lines()
         .map_while(Result::ok)
     {
-        if let Some(n) = line
-            .strip_prefix("running ")
-            .and_then(|r| r.split(' ').next())
-            .and_then(|n| n.parse().ok())
-        {
-            total = n;
-            if progress {
-                crate::progress::line(&format!(
-                    "metainfer: verify: compiled in {:.0} s; running {n} gate tests",
-                    t0.elapsed().as_secs_f64()
-                ));
-            }
-        } else if let Some(name) = line.strip_prefix("test gate_") {
-            started += 1;
-            if progress {
-                let name = name.split(" ... ").next().unwrap_or(name).trim();
-                crate::progress::line(&format!(
-                    "metainfer: verify: [{started}/{total}] gate {name}"
-                ));
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["profile"]["test"] == true {
+            if let Some(exe) = v["executable"].as_str() {
+                executable = Some(PathBuf::from(exe));
             }
         }
-        stdout.push_str(&line);
-        stdout.push('\n');
     }
     let status = child
         .wait()
         .map_err(|e| ChainError::Verify(format!("cargo for the scratch crate: {e}")))?;
-    let stderr = err_thread.join().unwrap_or_default();
-    let ran_tests = stdout
-        .lines()
-        .any(|l| l.starts_with("test ") || l.starts_with("GATE "));
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let _ = watchdog.join();
+    let mut stderr = err_thread.join().unwrap_or_default();
+    if timed_out.load(std::sync::atomic::Ordering::Acquire) {
+        stderr.push_str(&format!("\nmetainfer: the build passed its wall-time limit of {limit} s (METAINFER_COMPILE_TIMEOUT_S) and was killed\n"));
+    } else if progress && executable.is_some() {
+        crate::progress::line(&format!(
+            "metainfer: verify: compiled in {:.0} s",
+            t0.elapsed().as_secs_f64()
+        ));
+    }
     Ok(CargoRun {
-        success: status.success(),
-        ran_tests,
-        stdout,
+        success: status.success() && !timed_out.load(std::sync::atomic::Ordering::Acquire),
+        executable,
         stderr,
     })
 }

@@ -38,6 +38,8 @@ pub enum CacheError {
         file: String,
         what: &'static str,
     },
+    #[error("cache entry {dir} exists and differs from the one being copied there ({file}); it is not overwritten: compare the two, then delete one of them or copy to another directory")]
+    Differs { dir: String, file: String },
     #[error("cache entry {dir} did not pass its gates, so it is never served; see its gates.toml, then run `cargo metainfer prepare --refresh`")]
     GatesFailed { dir: String },
     #[error("candidate file name `{name}` is not a plain relative path inside the entry; the chain must name files like `engine.rs` or `kernels/x.cu`")]
@@ -324,11 +326,26 @@ impl Cache {
     }
 
     /// Copies a verified entry (of another cache) into this one, manifest unchanged; an
-    /// existing entry of the same key is verified and kept.
+    /// existing entry of the same key is verified and kept when it is the same entry, and
+    /// refused (not overwritten) when it differs.
     pub fn import(&self, entry: &Entry) -> Result<Entry, CacheError> {
         let c = &entry.manifest.constraints;
         if self.dir.join(&entry.key).exists() {
-            return self.open(&entry.key, Some(c));
+            let existing = self.open(&entry.key, Some(c))?;
+            if existing.manifest != entry.manifest {
+                let (a, b) = (&existing.manifest.files, &entry.manifest.files);
+                let file = a
+                    .keys()
+                    .chain(b.keys())
+                    .find(|f| a.get(*f) != b.get(*f))
+                    .cloned()
+                    .unwrap_or_else(|| MANIFEST.to_string());
+                return Err(CacheError::Differs {
+                    dir: self.show(&existing.dir),
+                    file,
+                });
+            }
+            return Ok(existing);
         }
         let files = self.read_files(entry)?;
         let tmp = self.stage(&entry.manifest, &files)?;

@@ -120,6 +120,15 @@ pub fn ensure_with(
     let mode = ctx.mode.mode;
     if mode != Mode::Refresh {
         if let Some(entry) = ctx.cache.lookup(c)? {
+            // LLM-written code cannot be re-derived: it meets the policy again on every hit
+            if crate::chain::provenance::needs_policy_on_hit(&entry, ckb) {
+                if let Err(problems) = crate::chain::provenance::check(&entry, ckb) {
+                    return Err(BuildError::Policy {
+                        dir: display_path(&entry.dir, &ctx.workspace_root),
+                        problems,
+                    });
+                }
+            }
             return Ok(entry);
         }
     }

@@ -70,6 +70,8 @@ pub enum BuildError {
         kept: Option<String>,
     },
     /// A build-script-only requirement is missing.
+    #[error("cache entry {dir}: {problems}; the entry was written under an older policy or edited since: delete it and run `cargo metainfer prepare` to generate it again")]
+    Policy { dir: String, problems: String },
     #[error("{var} is not set: {why}")]
     Env {
         var: &'static str,

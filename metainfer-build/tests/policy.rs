@@ -458,3 +458,41 @@ fn every_ckb_realization_passes_its_contracts_allowlist() {
     assert!(checked > 40, "only {checked} realization files found");
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+#[test]
+fn a_whole_engine_meets_the_policy_again_as_on_a_cache_hit() {
+    // what a hit on an entry with LLM-written sections costs: every section of the engine
+    // re-parsed and re-checked (the demo's avx2 engine, ~3,900 lines)
+    let ckb = Ckb::load(Ckb::default_root()).expect("ckb loads");
+    let c = metainfer_build::Constraints::from_args(
+        &[
+            metainfer_build::Arg::str("model", "qwen2"),
+            metainfer_build::Arg::str("hw", "x86_64-avx2"),
+            metainfer_build::Arg::str("quant", "q4_k_m"),
+        ],
+        &ckb,
+    )
+    .unwrap();
+    let (plan, _, engine) = metainfer_build::chain::implement_engine(&c, &ckb, false).unwrap();
+    let t0 = std::time::Instant::now();
+    let problems = metainfer_build::chain::provenance::recheck_policy(&plan, &engine, &ckb);
+    println!(
+        "policy re-check of {} lines in {} sections: {:.1} ms",
+        engine.lines().count(),
+        plan.slots.len(),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+    // and an edit that the policy refuses is found in its section
+    let edited = engine.replacen(
+        "mod sampler {\n    use super::*;\n\n",
+        "mod sampler {\n    use super::*;\n\n    fn leak() -> Option<String> { std::env::var(\"METAINFER_LLM_API_KEY\").ok() }\n",
+        1,
+    );
+    assert_ne!(edited, engine, "the engine has a sampler section");
+    let problems = metainfer_build::chain::provenance::recheck_policy(&plan, &edited, &ckb);
+    assert!(
+        problems.iter().any(|p| p.slot == "sampler" && p.message.contains("environment access")),
+        "{problems:#?}"
+    );
+}

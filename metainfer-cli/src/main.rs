@@ -345,6 +345,17 @@ fn state(env: &Env, c: &Constraints, digest: &str) -> State {
     }
 }
 
+/// What a current entry's origin proves (`chain::provenance::check`): an entry of the
+/// deterministic implementers is re-derived from the ckb and compared byte for byte; one with
+/// LLM-written sections meets the code policy again.
+fn origin(env: &Env, ckb: &Ckb, c: &Constraints) -> Result<(), String> {
+    let entry = env
+        .cache
+        .open(&c.key(), Some(c))
+        .map_err(|e| e.to_string())?;
+    chain::provenance::check(&entry, ckb)
+}
+
 fn prepare_check(env: &Env) -> anyhow::Result<bool> {
     let ckb = env.ckb()?;
     let digest = ckb.digest();
@@ -354,7 +365,13 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
         let key = w.c.key();
         let dir = format!("{}/{key}", env.cache.shown());
         match state(env, &w.c, &digest) {
-            State::Current => ok += 1,
+            State::Current => match origin(env, &ckb, &w.c) {
+                Ok(()) => ok += 1,
+                Err(why) => problems.push(format!(
+                    "tampered: {}: {dir}: {why}; run `cargo metainfer prepare --refresh`",
+                    w.describe()
+                )),
+            },
             State::Missing => problems.push(format!(
                 "missing: {}: no entry {dir}; run `cargo metainfer prepare`",
                 w.describe()

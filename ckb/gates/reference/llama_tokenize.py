@@ -11,6 +11,8 @@ Gate files (one case per 2 lines: the text as a JSON string; the ids comma-separ
       --cases ckb/gates/vectors/tokenizer_tiny_llama.txt
   python3 ckb/gates/reference/llama_tokenize.py models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --cases ckb/gates/vectors/tokenizer_llama.txt
+  python3 ckb/gates/reference/llama_tokenize.py models/gemma-3-270m-q4_k_m.gguf --more gemma3 \
+      --cases ckb/gates/vectors/tokenizer_gemma3.txt
 Needs: numpy (the bindings import it), the llama-cpp-python sdist's llama_cpp/ package on
 PYTHONPATH and LLAMA_CPP_LIB_PATH pointing at the dir holding libllama.so.
 
@@ -18,8 +20,11 @@ The model is loaded vocab-only. Each text is encoded with llama_tokenize(add_spe
 parse_special=True): no BOS/EOS added, CONTROL and USER_DEFINED tokens written in the text are
 matched as single ids (what the engine's `Tokenizer::encode(text, true)` must reproduce). Every
 case is checked to round-trip through llama_detokenize(remove_special=False,
-unparse_special=True). The texts are tokenizer_ref.py's CASES (read from that file's source, so
-HF `tokenizers` is not needed here) followed by EXTRA_CASES below. Deterministic.
+unparse_special=True), except texts holding U+2581, which SentencePiece vocabs decode as a space.
+The texts are tokenizer_ref.py's CASES (read from that file's source, so HF `tokenizers` is not
+needed here) followed by EXTRA_CASES below, and by MORE_CASES[name] for each `--more name`.
+`--no-parse-special` encodes with parse_special=False instead (control tokens written in the text
+are plain text; user-defined ones still match), for the same file format. Deterministic.
 """
 import argparse
 import ast
@@ -64,6 +69,44 @@ EXTRA_CASES = [
 ]
 
 
+# Extra case sets, by name (--more): texts aimed at one vocab's special and user-defined tokens.
+MORE_CASES = {
+    # gemma3 (SentencePiece): turn markers, the control tokens, user-defined runs of spaces / tabs /
+    # newlines and HTML tags, byte fallback, the literal U+2581, text that spells byte tokens.
+    "gemma3": [
+        "<start_of_turn>user\nWrite a poem about the sea.<end_of_turn>\n<start_of_turn>model\n",
+        "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n<eos>",
+        "<start_of_turn><end_of_turn><start_of_turn>",
+        "x<end_of_turn>y <end_of_turn> z",
+        "<start_of_turn user",
+        "<pad><unk><mask>[multimodal]<unused0><unused99><start_of_image><end_of_image>",
+        "<table><tr><td>1</td><td>2</td></tr></table> <h1>Title</h1><strong>bold</strong><em>it</em>",
+        "<0x41><0x0A> literal byte-token text",
+        "a\u2581b \u2581\u2581 \u2581 lower one eighth blocks",
+        " x",
+        "  x",
+        "x ",
+        "x  ",
+        " " * 40 + "forty spaces",
+        "\t" * 35 + "tabs",
+        "\n" * 33,
+        "a\n\n\n\nb\n \n\tc \t \n",
+        "\r\n\r\n\r",
+        "\x00\x01\x7f control chars \x1b[0m",
+        "\U00010348 gothic \U0001D400 math bold \U0010FFFD private",
+        "\u0915\u094d\u0937 \u0e01\u0e33 \u05e9\u05dc\u05d5\u05dd \u10d2\u10d0\u10db\u10d0\u10e0\u10ef\u10dd\u10d1\u10d0",
+        "\u4e2d\u6587 English \u65e5\u672c\u8a9e \ud55c\uad6d\uc5b4 \u0420\u0443\u0441\u0441\u043a\u0438\u0439 \u0627\u0644\u0639\u0631\u0628\u064a\u0629 \U0001F600",
+        "\U0001F9D1\U0001F3FF\u200D\U0001F91D\u200D\U0001F9D1\U0001F3FB \U0001F1EF\U0001F1F5 \u2764\ufe0f\u200d\U0001F525",
+        "for (int i = 0; i < n; ++i) {\n\t\tsum += a[i] * b[i];\n\t}\n",
+        "    def __init__(self, x: int = 0) -> None:\n        self.x = x  # comment\n",
+        "0 00 000 0000 12345678901234567890 3.14159e-10 -0.5 1_000_000 0xDEADBEEF",
+        "Supercalifragilisticexpialidocious antidisestablishmentarianism pneumonoultramicroscopic",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "Mixed\u00a0NBSP\u3000ideographic\u2028line sep\u00ad soft hyphen",
+    ],
+}
+
+
 def base_cases():
     """tokenizer_ref.py's CASES list, taken from its source without importing it."""
     path = os.path.join(HERE, "tokenizer_ref.py")
@@ -92,15 +135,15 @@ class Vocab:
             sys.exit(f"{path}: llama.cpp could not load the vocab")
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
 
-    def encode(self, text):
+    def encode(self, text, parse_special=True):
         b = text.encode("utf-8")
         cap = len(b) + 8
         buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(self.vocab, b, len(b), buf, cap, False, True)
+        n = llama_cpp.llama_tokenize(self.vocab, b, len(b), buf, cap, False, parse_special)
         if n < 0:
             cap = -n
             buf = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(self.vocab, b, len(b), buf, cap, False, True)
+            n = llama_cpp.llama_tokenize(self.vocab, b, len(b), buf, cap, False, parse_special)
         assert n >= 0, text
         return [int(buf[i]) for i in range(n)]
 
@@ -118,25 +161,29 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--text", action="append", help="text to encode (repeatable)")
     ap.add_argument("--cases", metavar="OUT", help="write the gate case file")
+    ap.add_argument("--more", action="append", choices=sorted(MORE_CASES), help="append a named case set (repeatable)")
+    ap.add_argument("--no-parse-special", dest="parse_special", action="store_false",
+                    help="encode with parse_special=false (control tokens in the text are plain text)")
     a = ap.parse_args()
     v = Vocab(a.model)
+    ps = a.parse_special
     for t in a.text or []:
-        print(",".join(map(str, v.encode(t))))
+        print(",".join(map(str, v.encode(t, ps))))
     if a.cases:
         name = a.model.replace("\\", "/").split("/")[-1]
-        cases = base_cases() + [c for c in EXTRA_CASES]
+        cases = base_cases() + [c for c in EXTRA_CASES] + [c for m in a.more or [] for c in MORE_CASES[m]]
         seen = set()
         cases = [c for c in cases if not (c in seen or seen.add(c))]
         with open(a.cases, "w", encoding="utf-8", newline="\n") as f:
             f.write(f"# Tokenizer reference ids for {name}, made by ckb/gates/reference/llama_tokenize.py\n")
-            f.write(f"# (llama.cpp's own tokenizer: llama_tokenize, add_special=false, parse_special=true,\n")
+            f.write(f"# (llama.cpp's own tokenizer: llama_tokenize, add_special=false, parse_special={str(ps).lower()},\n")
             f.write(f"# vocab-only load; llama.cpp of the llama-cpp-python {llama_cpp.__version__} sdist; no BOS).\n")
             f.write("# Format: '#' lines are comments; then per case 2 lines: the text as a JSON\n")
             f.write("# string (ASCII-escaped), then its token ids comma-separated.\n")
             for text in cases:
-                ids = v.encode(text)
+                ids = v.encode(text, ps)
                 back = v.decode(ids)
-                if back != text:
+                if back != text and "\u2581" not in text:
                     sys.exit(f"llama.cpp round-trip failed for {text!r}: {back!r}")
                 f.write(json.dumps(text, ensure_ascii=True) + "\n")
                 f.write(",".join(map(str, ids)) + "\n")

@@ -254,6 +254,10 @@ mod gguf_reader {
     const GGUF_MAX_ARRAY_DEPTH: u32 = 4; // an array of arrays of scalars has depth 2
     const GGUF_MAX_DIMS: u32 = 4;
     const GGUF_DEFAULT_ALIGNMENT: usize = 32;
+    // Counts read from the header reserve at most this many slots up front (a sparse file can claim
+    // billions of entries that its size seems to hold); arrays longer than GGUF_MAX_ARRAY are refused.
+    const GGUF_RESERVE: u64 = 1 << 16;
+    const GGUF_MAX_ARRAY: u64 = 1 << 24;
 
     struct GgufCursor<'a> {
         buf: &'a [u8],
@@ -331,17 +335,17 @@ mod gguf_reader {
         let min = GGUF_VALUE_TYPES.get(et as usize).map(|t| t.1);
         let min = min.ok_or_else(|| format!("array element type {et} is not a GGUF value type (0..=12)"))?;
         let rem = c.remaining() as u64;
-        if n.checked_mul(min).map_or(true, |t| t > rem) {
-            return Err(format!("array of {n} elements does not fit the {rem} bytes left"));
+        if n.checked_mul(min).map_or(true, |t| t > rem) || n > GGUF_MAX_ARRAY {
+            return Err(format!("array of {n} elements does not fit the {rem} bytes left, or is longer than the {GGUF_MAX_ARRAY} this reader accepts"));
         }
         if et == 8 {
-            let mut v = Vec::with_capacity(n as usize);
+            let mut v = Vec::with_capacity(n.min(GGUF_RESERVE) as usize);
             for k in 0..n {
                 v.push(c.string().map_err(|e| format!("element {k}: {e}"))?);
             }
             return Ok(MetaValue::StrArray(v));
         }
-        let mut v = Vec::with_capacity(n as usize);
+        let mut v = Vec::with_capacity(n.min(GGUF_RESERVE) as usize);
         for k in 0..n {
             v.push(gguf_read_value(c, et, depth).map_err(|e| format!("element {k}: {e}"))?);
         }
@@ -390,8 +394,8 @@ mod gguf_reader {
                 }
             }
 
-            let mut meta: Vec<(String, MetaValue)> = Vec::with_capacity(n_kv as usize);
-            let mut keys: HashSet<String> = HashSet::with_capacity(n_kv as usize);
+            let mut meta: Vec<(String, MetaValue)> = Vec::with_capacity(n_kv.min(GGUF_RESERVE) as usize);
+            let mut keys: HashSet<String> = HashSet::with_capacity(n_kv.min(GGUF_RESERVE) as usize);
             for i in 0..n_kv as usize {
                 let key = c.string().map_err(|d| f(format!("metadata[{i}].key"), d))?;
                 let field = |part: &str| format!("metadata[{i}] '{key}'.{part}");
@@ -413,8 +417,8 @@ mod gguf_reader {
                 alignment = a as usize;
             }
 
-            let mut tensors: Vec<TensorInfo> = Vec::with_capacity(n_tensors as usize);
-            let mut names: HashSet<String> = HashSet::with_capacity(n_tensors as usize);
+            let mut tensors: Vec<TensorInfo> = Vec::with_capacity(n_tensors.min(GGUF_RESERVE) as usize);
+            let mut names: HashSet<String> = HashSet::with_capacity(n_tensors.min(GGUF_RESERVE) as usize);
             for i in 0..n_tensors as usize {
                 let name = c.string().map_err(|d| f(format!("tensor[{i}].name"), d))?;
                 let field = |part: &str| format!("tensor[{i}] '{name}'.{part}");

@@ -248,6 +248,10 @@ mod gguf_reader {
     const GGUF_MAX_ARRAY_DEPTH: u32 = 4; // an array of arrays of scalars has depth 2
     const GGUF_MAX_DIMS: u32 = 4;
     const GGUF_DEFAULT_ALIGNMENT: usize = 32;
+    // Counts read from the header reserve at most this many slots up front (a sparse file can claim
+    // billions of entries that its size seems to hold); arrays longer than GGUF_MAX_ARRAY are refused.
+    const GGUF_RESERVE: u64 = 1 << 16;
+    const GGUF_MAX_ARRAY: u64 = 1 << 24;
 
     struct GgufCursor<'a> {
         buf: &'a [u8],
@@ -325,17 +329,17 @@ mod gguf_reader {
         let min = GGUF_VALUE_TYPES.get(et as usize).map(|t| t.1);
         let min = min.ok_or_else(|| format!("array element type {et} is not a GGUF value type (0..=12)"))?;
         let rem = c.remaining() as u64;
-        if n.checked_mul(min).map_or(true, |t| t > rem) {
-            return Err(format!("array of {n} elements does not fit the {rem} bytes left"));
+        if n.checked_mul(min).map_or(true, |t| t > rem) || n > GGUF_MAX_ARRAY {
+            return Err(format!("array of {n} elements does not fit the {rem} bytes left, or is longer than the {GGUF_MAX_ARRAY} this reader accepts"));
         }
         if et == 8 {
-            let mut v = Vec::with_capacity(n as usize);
+            let mut v = Vec::with_capacity(n.min(GGUF_RESERVE) as usize);
             for k in 0..n {
                 v.push(c.string().map_err(|e| format!("element {k}: {e}"))?);
             }
             return Ok(MetaValue::StrArray(v));
         }
-        let mut v = Vec::with_capacity(n as usize);
+        let mut v = Vec::with_capacity(n.min(GGUF_RESERVE) as usize);
         for k in 0..n {
             v.push(gguf_read_value(c, et, depth).map_err(|e| format!("element {k}: {e}"))?);
         }
@@ -384,8 +388,8 @@ mod gguf_reader {
                 }
             }
 
-            let mut meta: Vec<(String, MetaValue)> = Vec::with_capacity(n_kv as usize);
-            let mut keys: HashSet<String> = HashSet::with_capacity(n_kv as usize);
+            let mut meta: Vec<(String, MetaValue)> = Vec::with_capacity(n_kv.min(GGUF_RESERVE) as usize);
+            let mut keys: HashSet<String> = HashSet::with_capacity(n_kv.min(GGUF_RESERVE) as usize);
             for i in 0..n_kv as usize {
                 let key = c.string().map_err(|d| f(format!("metadata[{i}].key"), d))?;
                 let field = |part: &str| format!("metadata[{i}] '{key}'.{part}");
@@ -407,8 +411,8 @@ mod gguf_reader {
                 alignment = a as usize;
             }
 
-            let mut tensors: Vec<TensorInfo> = Vec::with_capacity(n_tensors as usize);
-            let mut names: HashSet<String> = HashSet::with_capacity(n_tensors as usize);
+            let mut tensors: Vec<TensorInfo> = Vec::with_capacity(n_tensors.min(GGUF_RESERVE) as usize);
+            let mut names: HashSet<String> = HashSet::with_capacity(n_tensors.min(GGUF_RESERVE) as usize);
             for i in 0..n_tensors as usize {
                 let name = c.string().map_err(|d| f(format!("tensor[{i}].name"), d))?;
                 let field = |part: &str| format!("tensor[{i}] '{name}'.{part}");
@@ -1482,6 +1486,24 @@ mod forward_decoder {
             self.funcs.get(name).ok_or_else(|| rt::Error::Device(format!("kernel {name} is not loaded")))
         }
 
+        /// Launches kernel `name` on the stream with `args`, plain values in the kernel's parameter
+        /// order (device pointers as u64).
+        fn launch(&self, name: &str, grid: (u32, u32, u32), block: (u32, u32, u32), args: &[KArg]) -> rt::Result<()> {
+            let mut b = self.stream.launch_builder(self.func(name)?);
+            for a in args {
+                match a {
+                    KArg::U64(v) => b.arg(v),
+                    KArg::I32(v) => b.arg(v),
+                    KArg::F32(v) => b.arg(v),
+                };
+            }
+            let cfg = LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: 0 };
+            // SAFETY: the arguments follow the kernel's signature in kernels_cuda (its interface
+            // and shapes), every pointer is a live device buffer of the sizes given.
+            unsafe { b.launch(cfg) }.map_err(dev_err)?;
+            Ok(())
+        }
+
         /// A zeroed device buffer of `n` elements.
         fn zeros<T: rt::cudarc::driver::DeviceRepr + rt::cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> rt::Result<CudaSlice<T>> {
             self.stream.alloc_zeros::<T>(n.max(1)).map_err(dev_err)
@@ -1492,20 +1514,22 @@ mod forward_decoder {
         }
     }
 
-    /// Launches kernel `$name` on `$gpu`'s stream; the arguments are plain values (pointers as u64).
-    macro_rules! launch {
-        ($gpu:expr, $name:expr, $grid:expr, $block:expr; $($arg:expr),* $(,)?) => {{
-            let f = $gpu.func($name)?;
-            let mut b = $gpu.stream.launch_builder(f);
-            $(
-                let a = $arg;
-                b.arg(&a);
-            )*
-            let cfg = LaunchConfig { grid_dim: $grid, block_dim: $block, shared_mem_bytes: 0 };
-            // SAFETY: the arguments follow the kernel's signature in kernels_cuda (its interface
-            // and shapes), every pointer is a live device buffer of the sizes given.
-            unsafe { b.launch(cfg) }.map_err(dev_err)?;
-        }};
+    /// One kernel argument.
+    #[derive(Clone, Copy, Debug)]
+    enum KArg {
+        U64(u64),
+        I32(i32),
+        F32(f32),
+    }
+
+    impl From<u64> for KArg {
+        fn from(v: u64) -> KArg { KArg::U64(v) }
+    }
+    impl From<i32> for KArg {
+        fn from(v: i32) -> KArg { KArg::I32(v) }
+    }
+    impl From<f32> for KArg {
+        fn from(v: f32) -> KArg { KArg::F32(v) }
     }
 
     /// The captured launches of one decode step (n = 1, logits of the token).
@@ -1742,9 +1766,9 @@ mod forward_decoder {
             let (logits, out) = (g.ptr(&d.logits), g.ptr(&d.tok));
             let n = self.cfg.n_vocab as i32;
             if top_k <= 1 {
-                launch!(g, "argmax_f32", (1, 1, 1), (1024, 1, 1); logits, n, out);
+                g.launch("argmax_f32", (1, 1, 1), (1024, 1, 1), &[logits.into(), n.into(), out.into()])?;
             } else {
-                launch!(g, "sample_topk_f32", (1, 1, 1), (1024, 1, 1); logits, n, top_k as i32, temperature, u, out);
+                g.launch("sample_topk_f32", (1, 1, 1), (1024, 1, 1), &[logits.into(), n.into(), (top_k as i32).into(), temperature.into(), u.into(), out.into()])?;
             }
             let mut id = [0i32; 1];
             g.stream.memcpy_dtoh(&d.tok, &mut id[..]).map_err(dev_err)?;
@@ -1837,39 +1861,39 @@ mod forward_decoder {
 
             // x[t] = token_embd[tokens[t]]
             let te = d.token_embd;
-            launch!(g, &format!("get_rows_{}", cuda_suffix(te.ty)), (n as u32, 1, 1), (32 * WARPS, 1, 1); te.ptr, idp, x, e);
+            g.launch(&format!("get_rows_{}", cuda_suffix(te.ty)), (n as u32, 1, 1), (32 * WARPS, 1, 1), &[te.ptr.into(), idp.into(), x.into(), e.into()])?;
             for (l, lw) in d.layers.iter().enumerate() {
                 let layer_off = (l * self.max_seq * c.kv_dim * 2) as u64; // bytes into each cache
                 let (kc, vc) = (g.ptr(&d.k_cache) + layer_off, g.ptr(&d.v_cache) + layer_off);
                 // attention: xb = rmsnorm(x); q, k, v (+ biases, where the family has them); rope; cache; attend
-                launch!(g, "rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1); x, lw.attn_norm, xb, e, c.rms_eps);
+                g.launch("rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1), &[x.into(), lw.attn_norm.into(), xb.into(), e.into(), c.rms_eps.into()])?;
                 mat(g, &lw.wq, xb, q, lw.bq, n)?;
                 mat(g, &lw.wk, xb, k, lw.bk, n)?;
                 mat(g, &lw.wv, xb, v, lw.bv, n)?;
                 let (nh, nkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim as i32);
-                launch!(g, if ROPE_NEOX { "rope_neox_f32" } else { "rope_norm_f32" }, threads(n * (c.n_head + c.n_head_kv) * c.head_dim / 2), (256, 1, 1); q, k, posp, nt, nh, nkv, hd, c.rope_theta);
-                launch!(g, "kv_append_f16", threads(n * c.kv_dim), (256, 1, 1); k, v, kc, vc, posp, nt, kvd);
+                g.launch(if ROPE_NEOX { "rope_neox_f32" } else { "rope_norm_f32" }, threads(n * (c.n_head + c.n_head_kv) * c.head_dim / 2), (256, 1, 1), &[q.into(), k.into(), posp.into(), nt.into(), nh.into(), nkv.into(), hd.into(), c.rope_theta.into()])?;
+                g.launch("kv_append_f16", threads(n * c.kv_dim), (256, 1, 1), &[k.into(), v.into(), kc.into(), vc.into(), posp.into(), nt.into(), kvd.into()])?;
                 let scale = 1.0f32 / (c.head_dim as f32).sqrt();
-                launch!(g, "attention_f16kv", (c.n_head as u32, n as u32, 1), (128, 1, 1); q, kc, vc, att, posp, nt, nh, nkv, hd, scale);
+                g.launch("attention_f16kv", (c.n_head as u32, n as u32, 1), (128, 1, 1), &[q.into(), kc.into(), vc.into(), att.into(), posp.into(), nt.into(), nh.into(), nkv.into(), hd.into(), scale.into()])?;
                 // x += wo · att
                 mat(g, &lw.wo, att, proj, 0, n)?;
-                launch!(g, "add_f32", threads(n * c.n_embd), (256, 1, 1); x, proj, nt * e);
+                g.launch("add_f32", threads(n * c.n_embd), (256, 1, 1), &[x.into(), proj.into(), (nt * e).into()])?;
                 // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
-                launch!(g, "rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1); x, lw.ffn_norm, xb, e, c.rms_eps);
+                g.launch("rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1), &[x.into(), lw.ffn_norm.into(), xb.into(), e.into(), c.rms_eps.into()])?;
                 mat(g, &lw.w_gate, xb, gate, 0, n)?;
                 mat(g, &lw.w_up, xb, up, 0, n)?;
-                launch!(g, "swiglu_f32", threads(n * c.n_ff), (256, 1, 1); gate, up, gate, nt * f);
+                g.launch("swiglu_f32", threads(n * c.n_ff), (256, 1, 1), &[gate.into(), up.into(), gate.into(), (nt * f).into()])?;
                 mat(g, &lw.w_down, gate, proj, 0, n)?;
-                launch!(g, "add_f32", threads(n * c.n_embd), (256, 1, 1); x, proj, nt * e);
+                g.launch("add_f32", threads(n * c.n_embd), (256, 1, 1), &[x.into(), proj.into(), (nt * e).into()])?;
             }
             // logits of the last token (of every token for forward_all)
             let logits = g.ptr(&d.logits);
             if all {
-                launch!(g, "rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1); x, d.output_norm, xb, e, c.rms_eps);
+                g.launch("rmsnorm_f32", (n as u32, 1, 1), (256, 1, 1), &[x.into(), d.output_norm.into(), xb.into(), e.into(), c.rms_eps.into()])?;
                 mat(g, &d.output, xb, logits, 0, n)?;
             } else if last {
                 let x_last = x + ((n - 1) * c.n_embd * 4) as u64;
-                launch!(g, "rmsnorm_f32", (1, 1, 1), (256, 1, 1); x_last, d.output_norm, xb, e, c.rms_eps);
+                g.launch("rmsnorm_f32", (1, 1, 1), (256, 1, 1), &[x_last.into(), d.output_norm.into(), xb.into(), e.into(), c.rms_eps.into()])?;
                 mat(g, &d.output, xb, logits, 0, 1)?;
             }
             Ok(())
@@ -1899,10 +1923,10 @@ mod forward_decoder {
         let (rows, cols) = (m.rows as i32, m.cols as i32);
         let blocks = (m.rows as u32).div_ceil(WARPS);
         if n == 1 {
-            launch!(g, &format!("gemv_{}", cuda_suffix(m.ty)), (blocks, 1, 1), (32 * WARPS, 1, 1); m.ptr, x, y, bias, rows, cols);
+            g.launch(&format!("gemv_{}", cuda_suffix(m.ty)), (blocks, 1, 1), (32 * WARPS, 1, 1), &[m.ptr.into(), x.into(), y.into(), bias.into(), rows.into(), cols.into()])?;
         } else {
             let tiles = n.div_ceil(GEMM_TOK) as u32;
-            launch!(g, &format!("gemm_{}", cuda_suffix(m.ty)), (blocks, tiles, 1), (32 * WARPS, 1, 1); m.ptr, x, y, bias, rows, cols, n as i32);
+            g.launch(&format!("gemm_{}", cuda_suffix(m.ty)), (blocks, tiles, 1), (32 * WARPS, 1, 1), &[m.ptr.into(), x.into(), y.into(), bias.into(), rows.into(), cols.into(), (n as i32).into()])?;
         }
         Ok(())
     }

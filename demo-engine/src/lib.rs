@@ -316,6 +316,9 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
             9 => {
                 let et = u32_of(&read(4)?);
                 let n = u64_of(&read(8)?);
+                if n > 1 << 24 {
+                    return Err(bad(format!("an array of {n} elements")));
+                }
                 for _ in 0..n {
                     match (et, scalar(et)) {
                         (8, _) => {

@@ -154,6 +154,53 @@ fn truncated_and_garbage_files_are_format_errors() {
     assert!(msg.contains("does-not-exist.gguf"), "{msg}");
 }
 
+#[test]
+fn a_sparse_file_claiming_billions_of_entries_is_an_error_not_an_abort() {
+    // 64 GiB of (sparse) zeros after a header whose first entry names the architecture (so the
+    // engine's own reader parses it) and that claims 2^32 metadata entries, or one array of 2^34
+    // elements: the counts fit what the file's size could hold, so only a reader that reserved
+    // memory from them would abort.
+    let p = common::root().join("target/test-model-files/sparse.gguf");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let string = |s: &str| {
+        let mut b = (s.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(s.as_bytes());
+        b
+    };
+    let mut arch = string("general.architecture");
+    arch.extend_from_slice(&8u32.to_le_bytes());
+    arch.extend_from_slice(&string("qwen2"));
+    let mut array = string("a");
+    array.extend_from_slice(&9u32.to_le_bytes()); // array
+    array.extend_from_slice(&0u32.to_le_bytes()); // of u8
+    array.extend_from_slice(&(1u64 << 34).to_le_bytes());
+    for (case, n_kv, entries) in [
+        ("2^32 metadata entries", 1u64 << 32, arch.clone()),
+        (
+            "an array of 2^34 elements",
+            2,
+            [arch.clone(), array].concat(),
+        ),
+    ] {
+        let mut head = b"GGUF".to_vec();
+        head.extend_from_slice(&3u32.to_le_bytes());
+        head.extend_from_slice(&0u64.to_le_bytes()); // tensors
+        head.extend_from_slice(&n_kv.to_le_bytes());
+        head.extend_from_slice(&entries);
+        let f = std::fs::File::create(&p).unwrap();
+        std::io::Write::write_all(&mut &f, &head).unwrap();
+        f.set_len(64 << 30).unwrap();
+        drop(f);
+        let msg = match load(&p, Which::Generic) {
+            Ok(_) => panic!("{case}: the sparse file loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(msg.starts_with("malformed model file"), "{case}: {msg}");
+        println!("{case}: {msg}");
+    }
+    let _ = std::fs::remove_file(&p);
+}
+
 // ---- Hugging Face AWQ checkpoints (ckb/gates/fixtures/tiny-qwen2-awq) -------------------------
 
 fn awq_dir() -> std::path::PathBuf {

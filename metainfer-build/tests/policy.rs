@@ -492,7 +492,9 @@ fn a_whole_engine_meets_the_policy_again_as_on_a_cache_hit() {
     assert_ne!(edited, engine, "the engine has a sampler section");
     let problems = metainfer_build::chain::provenance::recheck_policy(&plan, &edited, &ckb);
     assert!(
-        problems.iter().any(|p| p.slot == "sampler" && p.message.contains("environment access")),
+        problems
+            .iter()
+            .any(|p| p.slot == "sampler" && p.message.contains("environment access")),
         "{problems:#?}"
     );
 }

@@ -593,7 +593,8 @@ fn gate_failures(log: &str, max: usize) -> String {
             Some(i) if !in_panic => &line[i..],
             _ => line,
         };
-        if in_panic || line.starts_with("GATE ") {
+        // (`gate test x: FAILED: timed out …`: the verifier's word on a test stopped by a limit)
+        if in_panic || line.starts_with("GATE ") || line.starts_with("gate test ") {
             if out.len() + line.len() + 1 > max {
                 out.push_str("… (cut)\n");
                 break;
@@ -624,5 +625,7 @@ mod tests {
         assert!(g.contains("GATE kernel_f32"), "{g}");
         assert!(g.contains("got 1, want 2"), "{g}");
         assert!(!g.contains("RUST_BACKTRACE"), "{g}");
+        let log = "---- gate_e2e_tiny::logits (600.0 s) ----\nrunning 1 test\ngate test gate_e2e_tiny::logits: FAILED: timed out: still running after 600 s, the wall-time limit (METAINFER_GATE_TIMEOUT_S)\n";
+        assert!(gate_failures(log, 1000).contains("timed out"));
     }
 }

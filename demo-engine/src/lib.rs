@@ -8,7 +8,10 @@
 //! - [`CoderAvx512`]: `hw = "x86_64-avx512"` — the AVX2 kernels plus AVX-512 VNNI tiled prefill;
 //! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory);
 //! - [`Smol`], [`SmolPortable`], [`SmolSm89`]: `model = "llama", quant = "q4_1"` for AVX2, any
-//!   CPU and CUDA sm_89 (the family-generic decoder driven by ckb/models/llama.toml).
+//!   CPU and CUDA sm_89 (the family-generic decoder driven by ckb/models/llama.toml);
+//! - [`Gemma`], [`GemmaPortable`]: `model = "gemma3", quant = "q4_k_m"` for AVX2 and any CPU
+//!   (the same decoder with gemma3's parts from ckb/models/gemma3.toml: q/k norms, post norms,
+//!   GeGLU, sliding-window layers; no CUDA engine yet).
 
 use metainfer::{GenParams, Message, Stats};
 
@@ -35,6 +38,12 @@ pub struct SmolPortable;
 
 #[metainfer::engine(model = "llama", hw = "sm_89", quant = "q4_1", features = ["server"])]
 pub struct SmolSm89;
+
+#[metainfer::engine(model = "gemma3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"])]
+pub struct Gemma;
+
+#[metainfer::engine(model = "gemma3", hw = "generic", quant = "q4_k_m", features = ["server"])]
+pub struct GemmaPortable;
 
 // The CUDA engines (kernels in the entries' kernels/, PTX from NVRTC at generation time; the
 // driver is loaded at run time, so these build on machines without CUDA). sm_89 PTX also runs
@@ -80,6 +89,8 @@ pub trait Model: Send {
     fn reset(&mut self);
     /// Whether `id` ends a generation (eos, <|im_end|>, …).
     fn is_eog(&self, id: u32) -> bool;
+    /// The BOS id when the model's files ask for one before every text (gemma), else None.
+    fn bos_to_add(&self) -> Option<u32>;
     fn hw(&self) -> &'static str;
     /// The engine behind the OpenAI-compatible server (the `server_openai` section the engine
     /// was generated with), bound to `addr` and not yet serving.
@@ -138,6 +149,10 @@ macro_rules! impl_model {
             fn is_eog(&self, id: u32) -> bool {
                 self.tokenizer().is_eog(id)
             }
+            fn bos_to_add(&self) -> Option<u32> {
+                let t = self.tokenizer();
+                t.bos_id().filter(|_| t.add_bos())
+            }
             fn hw(&self) -> &'static str {
                 $hw
             }
@@ -163,6 +178,8 @@ impl_model!(CoderAwqSm90, "sm_90", cuda);
 impl_model!(Smol, "x86_64-avx2");
 impl_model!(SmolPortable, "generic");
 impl_model!(SmolSm89, "sm_89", cuda);
+impl_model!(Gemma, "x86_64-avx2");
+impl_model!(GemmaPortable, "generic");
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,6 +260,7 @@ pub fn is_checkpoint(path: &std::path::Path) -> bool {
 pub enum Family {
     Qwen2,
     Llama,
+    Gemma3,
 }
 
 /// The family of the model at `path`: qwen2 for checkpoints (the AWQ engines), else from the
@@ -255,9 +273,10 @@ pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
     match gguf_arch(path)?.as_str() {
         "qwen2" => Ok(Family::Qwen2),
         "llama" => Ok(Family::Llama),
+        "gemma3" => Ok(Family::Gemma3),
         other => Err(metainfer::Error::Mismatch {
             what: format!("general.architecture of {}", path.display()),
-            expected: "\"qwen2\" or \"llama\" (the families demo-engine has engines for)".into(),
+            expected: "\"qwen2\", \"llama\" or \"gemma3\" (the families demo-engine has engines for)".into(),
             found: format!("{other:?}"),
             fix: format!("generate an engine with #[metainfer::engine(model = \"{other}\", ...)] if the ckb knows that family (cargo metainfer ckb ls)"),
         }),
@@ -343,6 +362,21 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
 /// Loads `path` with the chosen engine of the file's family (`family_of`): a checkpoint
 /// directory with the AWQ engines, anything else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
+    if family_of(path)? == Family::Gemma3 {
+        return Ok(match which {
+            Which::Cuda(_) => {
+                return Err(metainfer::Error::Mismatch {
+                    what: "the engine asked for (--engine sm_*)".into(),
+                    expected: "a cpu engine for gemma3 files".into(),
+                    found: "a cuda arch".into(),
+                    fix: "use --engine auto, avx2 or generic; the ckb has no cuda forward for gemma3's parts yet".into(),
+                })
+            }
+            Which::Auto if has_avx2() => Box::new(Gemma::load(path)?),
+            Which::Avx2 | Which::Avx512 => Box::new(Gemma::load(path)?),
+            Which::Auto | Which::Generic => Box::new(GemmaPortable::load(path)?),
+        });
+    }
     if family_of(path)? == Family::Llama {
         return Ok(match which {
             // sm_89 PTX runs on sm_90 GPUs too (the driver JITs it).
@@ -394,22 +428,28 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
 
 /// Perplexity as llama.cpp's `llama-perplexity` computes it: the tokens are cut into chunks of
 /// `ctx`; each chunk is evaluated from an empty cache and the second half of its positions is
-/// scored (each position's logits against the next token). Returns (ppl, its standard error,
-/// chunks).
+/// scored (each position's logits against the next token). Where the vocab adds BOS (gemma),
+/// the text starts with it and every chunk's first token is replaced by it, as llama.cpp does.
+/// Returns (ppl, its standard error, chunks).
 pub fn perplexity(
     m: &mut dyn Model,
     tokens: &[u32],
     ctx: usize,
     mut progress: impl FnMut(usize, f64),
 ) -> Result<(f64, f64, usize), metainfer::Error> {
+    let bos = m.bos_to_add();
+    let tokens: Vec<u32> = bos.into_iter().chain(tokens.iter().copied()).collect();
     let n_chunks = tokens.len() / ctx;
     let first = ctx / 2;
     let n_vocab = m.n_vocab();
     let mut nlls = Vec::new();
     for c in 0..n_chunks {
-        let chunk = &tokens[c * ctx..(c + 1) * ctx];
+        let mut chunk = tokens[c * ctx..(c + 1) * ctx].to_vec();
+        if let Some(b) = bos {
+            chunk[0] = b;
+        }
         m.reset();
-        let logits = m.forward_all(chunk, 0)?;
+        let logits = m.forward_all(&chunk, 0)?;
         for j in first..ctx - 1 {
             let row = &logits[j * n_vocab..(j + 1) * n_vocab];
             let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;

@@ -6,7 +6,10 @@
 //!
 //! Skipped with a printed reason when the model file is absent. Bounded by
 //! METAINFER_SELFHOST_ROUNDS (default 3) rounds and a 15-minute wall budget;
-//! METAINFER_SELFHOST_REFERENCE (default `sibling`) sets the `reference` constraint.
+//! METAINFER_SELFHOST_REFERENCE (default `sibling`) sets the `reference` constraint;
+//! METAINFER_SELFHOST_GAP (default `dot_f32`) the contract cut out and
+//! METAINFER_SELFHOST_FAMILY (default `qwen2`) the engine's model (e.g. `geglu` and `gemma3`:
+//! a part only gemma3's graph has).
 
 mod common;
 
@@ -76,15 +79,15 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// `<ws>/ckb`: the real CKB without any realization of `dot_f32`.
-fn ckb_with_gap(ws: &Path, root: &Path) -> Ckb {
+/// `<ws>/ckb`: the real CKB without any realization of contract `gap`.
+fn ckb_with_gap(ws: &Path, root: &Path, gap: &str) -> Ckb {
     let dir = ws.join("ckb");
     // The copy is self-contained: gates, fixtures and vectors all live under ckb/.
     copy_dir(&root.join("ckb"), &dir);
-    let toml = dir.join("contracts/dot_f32.toml");
+    let toml = dir.join(format!("contracts/{gap}.toml"));
     let text = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(&toml, &text[..text.find("[[realizations]]").unwrap()]).unwrap();
-    std::fs::remove_dir_all(dir.join("realizations/dot_f32")).unwrap();
+    std::fs::remove_dir_all(dir.join(format!("realizations/{gap}"))).unwrap();
     Ckb::load(&dir).unwrap()
 }
 
@@ -129,11 +132,13 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
     };
     let root = common::root().canonicalize().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let ckb = ckb_with_gap(ws.path(), &root);
-    let reference =
-        std::env::var("METAINFER_SELFHOST_REFERENCE").unwrap_or_else(|_| "sibling".into());
+    let var = |k: &str, default: &str| std::env::var(k).unwrap_or_else(|_| default.into());
+    let gap = var("METAINFER_SELFHOST_GAP", "dot_f32");
+    let ckb = ckb_with_gap(ws.path(), &root, &gap);
+    let reference = var("METAINFER_SELFHOST_REFERENCE", "sibling");
+    let family = var("METAINFER_SELFHOST_FAMILY", "qwen2");
     let args = [
-        Arg::str("model", "qwen2"),
+        Arg::str("model", &family),
         Arg::str("hw", "generic"),
         Arg::str("quant", "q4_k_m"),
         Arg::str("generator", "auto"),
@@ -176,12 +181,7 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
                 entry.manifest.gates_passed,
                 "only verified entries are cached"
             );
-            let slot = entry
-                .manifest
-                .slots
-                .iter()
-                .find(|s| s.slot == "dot_f32")
-                .unwrap();
+            let slot = entry.manifest.slots.iter().find(|s| s.slot == gap).unwrap();
             assert_eq!(slot.implementer, "llm");
             let proposals = metainfer_build::ckb::adopt::list(&ws.path().join("ckb"));
             assert_eq!(
@@ -200,7 +200,7 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
                 ctx.cache.lookup(&c).unwrap().is_none(),
                 "a failed llm run caches nothing"
             );
-            assert!(msg.contains("dot_f32"), "the error names the slot: {msg}");
+            assert!(msg.contains(&gap), "the error names the slot: {msg}");
             let kept = report_dir
                 .join("failed")
                 .join(c.key())
@@ -212,7 +212,7 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
         }
     };
     let mut report = vec![format!(
-        "self-hosted llm chain (reference = {reference}): {outcome} ({took:.0} s)"
+        "self-hosted llm chain ({family} engine, gap {gap}, reference = {reference}): {outcome} ({took:.0} s)"
     )];
     report.extend(summarize(&transcript));
     let text = report.join("\n");

@@ -197,20 +197,4 @@ impl Act {
     pub(crate) fn len(&self) -> usize { self.f32.len() }
     /// Whether there are no activations.
     pub(crate) fn is_empty(&self) -> bool { self.f32.is_empty() }
-
-    /// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x
-    /// itself for F32, the rounded x for F16/BF16, d*q for the quantized forms.
-    pub(crate) fn effective(&self, kind: ActKind) -> Vec<f64> {
-        match kind {
-            ActKind::F32 => self.f32.iter().map(|&v| v as f64).collect(),
-            ActKind::F16 => self.f16.iter().map(|&v| v as f64).collect(),
-            ActKind::BF16 => self.bf16.iter().map(|&v| v as f64).collect(),
-            ActKind::Q8_0 => {
-                self.q8_0.iter().flat_map(|b| b.qs.iter().map(move |&q| fp16_to_f32(b.d) as f64 * q as f64)).collect()
-            }
-            ActKind::Q8K => {
-                self.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect()
-            }
-        }
-    }
 }

@@ -121,52 +121,61 @@ impl Engine {
     fn batch(&mut self, tokens: &[u32], pos: usize, last: bool, all: Option<&mut [f32]>) {
         let n = tokens.len();
         let c = self.cfg;
-        let (e, kvd, hd) = (c.n_embd, c.kv_dim, c.head_dim);
+        let (e, qd, kvd, hd) = (c.n_embd, c.q_dim, c.kv_dim, c.head_dim);
         let file = self.gguf.bytes();
         let st = &mut self.st;
         let pool = &self.pool;
         let w = &self.w;
 
-        // embeddings: x[t] = token_embd[tokens[t]]
+        // embeddings: x[t] = token_embd[tokens[t]] (· sqrt(n_embd) where the family scales them)
         for (t, &id) in tokens.iter().enumerate() {
             w.token_embd.dequant_row_into(file, id as usize, &mut st.x[t * e..(t + 1) * e]);
         }
+        if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
-        let rot = rope_table(n, pos, hd, c.rope_theta); // every layer's and head's cos/sin
+        // every head's cos/sin, of the global layers and of the local (sliding-window) ones
+        let rots = [rope_table(n, pos, hd, c.rope_theta), rope_table(n, pos, hd, c.rope_theta_local)];
         for (l, lw) in w.layers.iter().enumerate() {
+            let local = c.is_local(l);
+            let rot = &rots[local as usize];
             // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
             rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
             let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
-            let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * e], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
+            let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * qd], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
             products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
             if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
-                add_rows(&mut st.q[..n * e], bq);
+                add_rows(&mut st.q[..n * qd], bq);
                 add_rows(&mut st.k[..n * kvd], bk);
                 add_rows(&mut st.v[..n * kvd], bv);
             }
+            norm_opt(&mut st.q[..n * qd], &lw.q_norm, c.rms_eps); // per head, where the family has q/k norms
+            norm_opt(&mut st.k[..n * kvd], &lw.k_norm, c.rms_eps);
             for t in 0..n {
-                rope(&mut st.q[t * e..(t + 1) * e], &rot[t * hd / 2..][..hd / 2]);
+                rope(&mut st.q[t * qd..(t + 1) * qd], &rot[t * hd / 2..][..hd / 2]);
                 rope(&mut st.k[t * kvd..(t + 1) * kvd], &rot[t * hd / 2..][..hd / 2]);
             }
             self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
-            attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
+            let window = if local { c.window } else { usize::MAX };
+            attention(pool, &self.kv, l, pos, window, &c, &st.q[..n * qd], &mut st.att[..n * qd]);
 
-            // x += wo · att
-            prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
+            // x += post_norm(wo · att)
+            prepare(pool, &mut st.acts[..n], &st.att[..n * qd], qd, &lw.o_acts);
             products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
+            norm_opt(&mut st.proj[..n * e], &lw.attn_post_norm, c.rms_eps);
             add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
 
-            // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
+            // ffn: x += post_norm(w_down · (act(w_gate · xb) * (w_up · xb))), xb = rmsnorm(x), act = glu's
             rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
             let f = c.n_ff;
             let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
             products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
             let up = &st.up[..n * f];
-            par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| swiglu(g, &up[t * f..(t + 1) * f]));
+            par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| glu(g, &up[t * f..(t + 1) * f]));
             prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
             products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
+            norm_opt(&mut st.proj[..n * e], &lw.ffn_post_norm, c.rms_eps);
             add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
         }
 
@@ -204,7 +213,7 @@ fn prepare(pool: &Pool, acts: &mut [Act], x: &[f32], cols: usize, kinds: &[ActKi
     par_chunks_mut(pool, acts, 1, &|t, a: &mut [Act]| a[0].set(&x[t * cols..(t + 1) * cols], kinds));
 }
 
-/// `outs[i][t][r] = ws[i].row(r) · xs[t]` for matrices that read the same activations: one pool
+/// `outs[i][t][r] = row r of ws[i] · xs[t]` for matrices that read the same activations: one pool
 /// job for all of them for one token (matvec_many), matmul per matrix for a batch.
 fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]]) {
     if xs.len() == 1 {
@@ -222,6 +231,11 @@ fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
         let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
         or.iter_mut().zip(xr).zip(weight).for_each(|((o, &v), &g)| *o = v * scale * g);
     }
+}
+
+/// `x = rmsnorm(x) * w` over each `w.len()` elements (a head, or a row), when the family has `w`.
+fn norm_opt(x: &mut [f32], w: &Option<Vec<f32>>, eps: f32) {
+    if let Some(w) = w { rmsnorm_rows(&x.to_vec(), w, eps, x) }
 }
 
 /// `x += y`, y repeated over x's rows when it is one row (a bias).
@@ -252,17 +266,18 @@ fn rope(x: &mut [f32], rot: &[(f32, f32)]) {
     }
 }
 
-/// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
-/// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`, in
+/// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per (token, head):
+/// `att[t][h] = softmax(q[t][h] · K[lo..=pos+t] / sqrt(head_dim)) · V`, lo = pos + t + 1 - window
+/// (the last `window` positions; 0 for a global layer), in
 /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
 /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
 /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
-fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
-    let (hd, n) = (c.head_dim, att.len() / c.n_embd);
+fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+    let (hd, n) = (c.head_dim, att.len() / c.q_dim);
     par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
         let (t, h) = (task / c.n_head, task % c.n_head);
-        let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), pos + t + 1);
-        attend(&q[t * c.n_embd + h * hd..][..hd], kvs, n == 1, out);
+        let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), (pos + t + 1).saturating_sub(window), pos + t + 1);
+        attend(&q[t * c.q_dim + h * hd..][..hd], kvs, n == 1, out);
     });
 }
 

@@ -442,21 +442,6 @@ impl GgufHeader {
         Ok(a.into_iter().map(|x| x as i32).collect())
     }
 
-    /// An array of numbers stored as f32, f64 or integer (fitting i64) elements.
-    pub(crate) fn get_f32_array(&self, key: &str) -> rt::Result<Vec<f32>> {
-        let v = self.need(key)?;
-        let conv = |x: &MetaValue| match *x {
-            MetaValue::Float(_, f) => Some(f as f32),
-            MetaValue::Int(_, i) if i <= i64::MAX as i128 => Some(i as f32),
-            _ => None,
-        };
-        let a: Option<Vec<f32>> = match v {
-            MetaValue::Array(t, items) if *t != 7 && *t != 9 => items.iter().map(conv).collect(),
-            _ => None,
-        };
-        a.ok_or_else(|| gguf_wrong_type(key, v, "f32 array"))
-    }
-
     /// The directory entry of tensor `name`.
     pub(crate) fn tensor(&self, name: &str) -> rt::Result<&TensorInfo> {
         let t = self.tensors.iter().find(|t| t.name == name);

@@ -234,22 +234,6 @@ pub(crate) struct QMatrix<'a> {
 }
 
 impl<'a> QMatrix<'a> {
-    /// A matrix over `data`; None when cols is not a multiple of the type's block size or data
-    /// is shorter than rows * row_bytes.
-    pub(crate) fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Option<QMatrix<'a>> {
-        let row_bytes = ty.row_bytes(cols)?;
-        if data.len() < rows.checked_mul(row_bytes)? {
-            return None;
-        }
-        Some(QMatrix { ty, rows, cols, row_bytes, data })
-    }
-
-    /// The bytes of row r.
-    #[inline]
-    pub(crate) fn row(&self, r: usize) -> &'a [u8] {
-        &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
-    }
-
     fn check(&self) {
         assert_eq!(Some(self.row_bytes), self.ty.row_bytes(self.cols), "QMatrix: row_bytes does not match {} x {}", self.cols, self.ty.name());
         assert!(self.data.len() >= self.rows * self.row_bytes, "QMatrix: {} bytes of data for {} rows of {} bytes", self.data.len(), self.rows, self.row_bytes);

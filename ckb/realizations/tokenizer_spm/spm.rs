@@ -109,7 +109,7 @@ impl Tokenizer {
         };
         let scores = match g.meta("tokenizer.ggml.scores") {
             None => vec![0.0f32; n],
-            Some(_) => g.get_f32_array("tokenizer.ggml.scores")?,
+            Some(_) => spm_f32_array(g, "tokenizer.ggml.scores")?,
         };
         if scores.len() != n {
             return Err(per_token("tokenizer.ggml.scores", scores.len()));
@@ -328,4 +328,19 @@ impl Tokenizer {
         }
         String::from_utf8_lossy(&buf).into_owned()
     }
+}
+
+/// An array of numbers stored as f32, f64 or integer (fitting i64) elements.
+fn spm_f32_array(g: &Gguf, key: &str) -> rt::Result<Vec<f32>> {
+    let v = g.meta(key).ok_or_else(|| rt::Error::format(key, "missing metadata key"))?;
+    let conv = |x: &MetaValue| match *x {
+        MetaValue::Float(_, f) => Some(f as f32),
+        MetaValue::Int(_, i) if i <= i64::MAX as i128 => Some(i as f32),
+        _ => None,
+    };
+    let a: Option<Vec<f32>> = match v {
+        MetaValue::Array(t, items) if *t != 7 && *t != 9 => items.iter().map(conv).collect(),
+        _ => None,
+    };
+    a.ok_or_else(|| rt::Error::format(key, format!("has type {}, expected f32 array", v.type_name())))
 }

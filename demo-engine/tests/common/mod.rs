@@ -49,3 +49,113 @@ pub fn tiny_model() -> PathBuf {
 pub fn which() -> demo_engine::Which {
     demo_engine::Which::Auto
 }
+
+/// The near tie (see ckb/gates/greedy_real.rs) and (llama.cpp's per-step margins, prompt,
+/// llama.cpp's greedy ids) per case, from the committed vectors.
+pub fn llama_cpp_greedy_cases(arch: &str) -> (f32, Vec<(Vec<f32>, String, Vec<u32>)>) {
+    let text = std::fs::read_to_string(
+        root().join(format!("ckb/gates/vectors/llamacpp_greedy_{arch}.txt")),
+    )
+    .unwrap();
+    let (mut cases, mut margins, mut prompt) = (Vec::new(), Vec::new(), None::<String>);
+    let mut near_tie = 0.1f32;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(t) = line.strip_prefix("# near tie:") {
+            near_tie = t.split_whitespace().next().unwrap().parse().unwrap();
+        } else if let Some(m) = line.strip_prefix("# top1-top2 logit margin per step:") {
+            margins = m.split_whitespace().map(|v| v.parse().unwrap()).collect();
+        } else if line.starts_with('#') {
+            continue;
+        } else if let Some(p) = prompt.take() {
+            cases.push((
+                std::mem::take(&mut margins),
+                p,
+                line.split(',').map(|s| s.trim().parse().unwrap()).collect(),
+            ));
+        } else {
+            prompt = Some(metainfer::rt::serde_json::from_str(line).unwrap());
+        }
+    }
+    (near_tie, cases)
+}
+
+/// Greedy ids of the engine `which` of the file's family against llama.cpp's recorded ones
+/// (vectors/llamacpp_greedy_<arch>.txt): equal up to the first step whose llama.cpp margin is
+/// below the file's near tie.
+pub fn greedy_against_llama_cpp(path: &std::path::Path, arch: &str, which: demo_engine::Which) {
+    use metainfer::GenParams;
+    let mut m = demo_engine::load(path, which).unwrap();
+    m.set_threads(2);
+    let (near_tie, cases) = llama_cpp_greedy_cases(arch);
+    assert!(
+        cases.len() >= 4,
+        "the vectors file holds {} cases",
+        cases.len()
+    );
+    let mut full = 0;
+    for (margins, prompt, want) in &cases {
+        let ids = m.encode(prompt);
+        let (mut got, stats) = m
+            .generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true)
+            .unwrap();
+        // llama.cpp's list ends with the end-of-generation token it stopped at; ours stops before it
+        if let (metainfer::rt::FinishReason::Stop, Some(&last)) = (stats.finish, want.last()) {
+            if m.is_eog(last) {
+                got.push(last);
+            }
+        }
+        let same = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+        let must = margins
+            .iter()
+            .position(|&x| x < near_tie)
+            .unwrap_or(want.len());
+        println!(
+            "{} {prompt:?}: {same}/{} match (first near tie at step {must})",
+            m.hw(),
+            want.len()
+        );
+        assert!(
+            same >= must.min(want.len()),
+            "{prompt:?} diverges from llama.cpp at step {same}: {got:?} vs {want:?}"
+        );
+        full += (same == want.len()) as usize;
+    }
+    println!(
+        "{} of {} prompts match llama.cpp all the way",
+        full,
+        cases.len()
+    );
+}
+
+/// Perplexity over ckb/gates/vectors/ppl_text.txt within 1% of llama-perplexity's recorded
+/// figure (vectors/llamacpp_ppl_<arch>.txt: same chunks, same context).
+pub fn perplexity_against_llama_cpp(path: &std::path::Path, arch: &str) {
+    let anchor =
+        std::fs::read_to_string(root().join(format!("ckb/gates/vectors/llamacpp_ppl_{arch}.txt")))
+            .unwrap();
+    let line = anchor.lines().find(|l| l.starts_with("ppl ")).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let (llama, chunks_want, ctx): (f64, usize, usize) = (
+        f[1].parse().unwrap(),
+        f[5].parse().unwrap(),
+        f[7].parse().unwrap(),
+    );
+    let text = std::fs::read_to_string(root().join("ckb/gates/vectors/ppl_text.txt")).unwrap();
+    let mut m = demo_engine::load(path, demo_engine::Which::Auto).unwrap();
+    m.set_threads(2);
+    let tokens = m.encode(&text);
+    let (ppl, _, chunks) = demo_engine::perplexity(m.as_mut(), &tokens, ctx, |_, _| {}).unwrap();
+    let rel = (ppl - llama).abs() / llama;
+    println!("perplexity {ppl:.4} over {chunks} chunks of {ctx}; llama.cpp {llama:.4}; relative difference {rel:.2e}");
+    assert_eq!(chunks, chunks_want);
+    assert!(
+        rel < 0.01,
+        "perplexity {ppl} is not within 1% of llama.cpp's {llama}"
+    );
+}
+
+/// The real gemma3 model (gemma-3-270m Q4_K_M, or `METAINFER_REAL_MODEL_GEMMA3`), or `None` with
+/// the reason printed.
+pub fn gemma3() -> Option<PathBuf> {
+    model_file("METAINFER_REAL_MODEL_GEMMA3", "gemma-3-270m-q4_k_m.gguf")
+}

@@ -6,7 +6,7 @@
 
 use super::plan::{Plan, Slot};
 use super::ChainError;
-use crate::ckb::schema::{ModelFamily, RopeStyle};
+use crate::ckb::schema::{EmbeddingScale, ModelFamily, RopeStyle};
 use crate::ckb::{Ckb, TargetKind};
 use std::fmt::Write as _;
 
@@ -341,7 +341,7 @@ fn family_constants(s: &mut String, f: &ModelFamily) {
         f.family, f.family
     );
     for (name, t) in f.tensors.all() {
-        if !name.ends_with("_bias") {
+        if !f.tensors.optional().iter().any(|(o, _)| *o == name) {
             let _ = writeln!(
                 s,
                 "pub(crate) const T_{}: &str = {};",
@@ -350,12 +350,11 @@ fn family_constants(s: &mut String, f: &ModelFamily) {
             );
         }
     }
-    let _ = writeln!(s, "/// q, k, v biases (`None`: the family has none).");
-    for (name, t) in [
-        ("attn_q_bias", &f.tensors.attn_q_bias),
-        ("attn_k_bias", &f.tensors.attn_k_bias),
-        ("attn_v_bias", &f.tensors.attn_v_bias),
-    ] {
+    let _ = writeln!(
+        s,
+        "/// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none)."
+    );
+    for (name, t) in f.tensors.optional() {
         let _ = writeln!(
             s,
             "pub(crate) const T_{}: Option<&str> = {};",
@@ -381,6 +380,38 @@ fn family_constants(s: &mut String, f: &ModelFamily) {
             rust_str(&arch_key(k))
         );
     }
+    for (name, k) in f.metadata.optional() {
+        let k = k.as_deref().map(arch_key);
+        let _ = writeln!(
+            s,
+            "pub(crate) const K_{}: Option<&str> = {};",
+            name.to_uppercase(),
+            opt(&k)
+        );
+    }
+    let (glu_section, glu_fn) = f.activation.glu();
+    let _ = writeln!(
+        s,
+        "/// `gate = act(gate) * up` of the family's FFN; whether embeddings are scaled by sqrt(n_embd)."
+    );
+    let _ = writeln!(s, "pub(crate) use super::{glu_section}::{glu_fn} as glu;");
+    let _ = writeln!(
+        s,
+        "pub(crate) const EMBD_SCALE_SQRT: bool = {};",
+        f.embedding_scale == EmbeddingScale::SqrtNEmbd
+    );
+    let _ = writeln!(
+        s,
+        "/// Sliding window: every SWA_PATTERN-th layer is global, the others local with rope base ROPE_THETA_LOCAL (0: no window)."
+    );
+    let (pattern, theta) = f.sliding_window.map_or((0, "None".to_string()), |w| {
+        (w.pattern, format!("Some({:?}f32)", w.rope_theta_local))
+    });
+    let _ = writeln!(s, "pub(crate) const SWA_PATTERN: usize = {pattern};");
+    let _ = writeln!(
+        s,
+        "pub(crate) const ROPE_THETA_LOCAL: Option<f32> = {theta};"
+    );
     let _ = writeln!(
         s,
         "/// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal)."

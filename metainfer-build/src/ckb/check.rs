@@ -237,6 +237,30 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
                 biases.iter().filter(|b| b.is_some()).count()
             ));
         }
+        let (glu, _) = m.activation.glu();
+        if !m.graph.iter().any(|s| s.trim_end_matches('?') == glu) {
+            p.push(format!(
+                "{file}: activation {:?} is computed by `{glu}`, which is not in the graph",
+                m.activation
+            ));
+        }
+        if m.tensors.attn_q_norm.is_some() != m.tensors.attn_k_norm.is_some() {
+            p.push(format!(
+                "{file}: tensors has one of attn_q_norm, attn_k_norm (both or neither)"
+            ));
+        }
+        if m.sliding_window.is_some() != m.metadata.sliding_window.is_some() {
+            p.push(format!(
+                "{file}: sliding_window and metadata.sliding_window go together (the window's key, and the pattern and local rope base)"
+            ));
+        }
+        if m.sliding_window
+            .is_some_and(|w| w.pattern == 0 || w.rope_theta_local <= 0.0)
+        {
+            p.push(format!(
+                "{file}: sliding_window.pattern must be > 0 and sliding_window.rope_theta_local > 0"
+            ));
+        }
         for (name, t) in m.tensors.all() {
             let per_layer = name.starts_with("attn_") || name.starts_with("ffn_");
             if per_layer != t.contains("{n}") {
@@ -246,15 +270,22 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
                 ));
             }
         }
-        for (name, k) in m.metadata.all() {
+        let optional_keys = m.metadata.optional();
+        let optional_keys = optional_keys
+            .iter()
+            .filter_map(|(n, k)| k.as_deref().map(|k| (*n, k)));
+        for (name, k) in m.metadata.all().into_iter().chain(optional_keys) {
             if k.is_empty() || k.contains("{n}") {
                 p.push(format!(
                     "{file}: metadata.{name} = `{k}` is not a metadata key"
                 ));
             }
         }
-        if m.tokenizer.pre.is_empty() || m.tokenizer.pre.values().any(|r| r.is_empty()) {
-            p.push(format!("{file}: tokenizer.pre must name at least one pre-tokenizer, each with at least one regex"));
+        // Byte-level BPE splits the text first; SentencePiece vocabs are not pre-split.
+        if (m.tokenizer.model == "gpt2" && m.tokenizer.pre.is_empty())
+            || m.tokenizer.pre.values().any(|r| r.is_empty())
+        {
+            p.push(format!("{file}: tokenizer.pre must name at least one pre-tokenizer for a gpt2 (byte-level BPE) vocab, each with at least one regex"));
         }
         for f in &m.failure_modes {
             if !fms.contains(f.as_str()) {

@@ -126,6 +126,12 @@ pub struct ModelFamily {
     pub qkv_bias: bool,
     /// Whether the output matrix may be missing and the embedding reused.
     pub tied_embeddings_allowed: bool,
+    /// How the embedding rows are scaled before the first block.
+    #[serde(default)]
+    pub embedding_scale: EmbeddingScale,
+    /// Sliding-window attention on some layers (`None`: every layer attends to every position).
+    #[serde(default)]
+    pub sliding_window: Option<SlidingWindow>,
     /// GGUF tensor names (`{n}` is the layer index).
     pub tensors: TensorNames,
     /// GGUF metadata keys (`{arch}` is gguf_arch).
@@ -154,6 +160,29 @@ pub enum RopeStyle {
     Normal,
 }
 
+/// How the embedding rows are scaled before the first block.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddingScale {
+    /// As stored.
+    #[default]
+    None,
+    /// Times `sqrt(n_embd)` (gemma: llama.cpp's `ggml_scale(inpL, sqrtf(n_embd))`).
+    SqrtNEmbd,
+}
+
+/// Sliding-window attention: the local layers attend only to the last `window` positions
+/// (`metadata.sliding_window`), the global ones to all; each kind with its own rope base.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlidingWindow {
+    /// Every `pattern`-th layer is global (layer `l` is local when `(l + 1) % pattern != 0`;
+    /// llama.cpp's `set_swa_pattern`).
+    pub pattern: u32,
+    /// The rope base of the local layers (the global ones use `metadata.rope_theta`).
+    pub rope_theta_local: f32,
+}
+
 /// The family's normalisation.
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -170,6 +199,19 @@ pub enum Activation {
     /// `x * sigmoid(x)` (SwiGLU).
     #[default]
     Silu,
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³)))` (GeGLU, gemma's `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+impl Activation {
+    /// The contract and function that compute `act(gate) * up` (the forward's `glu`); the
+    /// contract must be in the family's graph.
+    pub fn glu(self) -> (&'static str, &'static str) {
+        match self {
+            Activation::Silu => ("vec_ops", "swiglu"),
+            Activation::GeluTanh => ("geglu", "geglu"),
+        }
+    }
 }
 
 /// The GGUF tensor names a dense decoder reads (`{n}`: the layer index).
@@ -195,9 +237,33 @@ pub struct TensorNames {
     pub ffn_gate: String,
     pub ffn_up: String,
     pub ffn_down: String,
+    /// Per-head RMSNorm of q and k after the projections (`[head_dim]` weights; both or none).
+    #[serde(default)]
+    pub attn_q_norm: Option<String>,
+    #[serde(default)]
+    pub attn_k_norm: Option<String>,
+    /// RMSNorm of the attention output before the residual add.
+    #[serde(default)]
+    pub attn_post_norm: Option<String>,
+    /// RMSNorm of the FFN output before the residual add.
+    #[serde(default)]
+    pub ffn_post_norm: Option<String>,
 }
 
 impl TensorNames {
+    /// The tensors a family may or may not have, each with its name when it has it.
+    pub fn optional(&self) -> [(&'static str, &Option<String>); 7] {
+        [
+            ("attn_q_bias", &self.attn_q_bias),
+            ("attn_k_bias", &self.attn_k_bias),
+            ("attn_v_bias", &self.attn_v_bias),
+            ("attn_q_norm", &self.attn_q_norm),
+            ("attn_k_norm", &self.attn_k_norm),
+            ("attn_post_norm", &self.attn_post_norm),
+            ("ffn_post_norm", &self.ffn_post_norm),
+        ]
+    }
+
     /// Every (logical name, GGUF name) pair, optional ones where present.
     pub fn all(&self) -> Vec<(&'static str, &str)> {
         let mut v = vec![
@@ -225,6 +291,11 @@ impl TensorNames {
             ("ffn_up", self.ffn_up.as_str()),
             ("ffn_down", self.ffn_down.as_str()),
         ]);
+        for (k, t) in self.optional().into_iter().skip(3) {
+            if let Some(t) = t {
+                v.push((k, t.as_str()));
+            }
+        }
         v
     }
 }
@@ -243,6 +314,12 @@ pub struct MetadataKeys {
     pub rope_theta: String,
     pub rms_eps: String,
     pub file_type: String,
+    /// The head dim when it is not `n_embd / n_head` (gemma: `{arch}.attention.key_length`).
+    #[serde(default)]
+    pub head_dim: Option<String>,
+    /// The local layers' window (with `sliding_window` in the family).
+    #[serde(default)]
+    pub sliding_window: Option<String>,
 }
 
 impl MetadataKeys {
@@ -259,6 +336,14 @@ impl MetadataKeys {
             ("rope_theta", self.rope_theta.as_str()),
             ("rms_eps", self.rms_eps.as_str()),
             ("file_type", self.file_type.as_str()),
+        ]
+    }
+
+    /// The keys a family may or may not have, each with its pattern when it has it.
+    pub fn optional(&self) -> [(&'static str, &Option<String>); 2] {
+        [
+            ("head_dim", &self.head_dim),
+            ("sliding_window", &self.sliding_window),
         ]
     }
 }

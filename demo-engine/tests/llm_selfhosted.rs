@@ -152,6 +152,8 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
     let mut cfg = LlmConfig::new(base_url, "qwen2.5-coder-0.5b-instruct-q4_k_m");
     cfg.total_timeout = Duration::from_secs(600);
     cfg.max_retries = 1;
+    // `demo-engine serve` takes llama.cpp's repeat_penalty: the chain sends it once a reply loops.
+    cfg.repeat_penalty = Some(1.3);
     let mut opts = ChainOptions::new(root.clone(), root.join("target/metainfer"), true);
     opts.llm = Some(cfg);
     opts.budget.max_rounds = std::env::var("METAINFER_SELFHOST_ROUNDS")

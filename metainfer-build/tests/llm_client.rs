@@ -28,6 +28,7 @@ fn request() -> ChatRequest {
         temperature: Some(0.0),
         stop: vec!["```\n".into()],
         seed: Some(7),
+        repeat_penalty: None,
     }
 }
 
@@ -99,6 +100,10 @@ fn success_without_streaming() {
     );
     assert_eq!(body["temperature"], 0.0);
     assert_eq!(body["stop"], serde_json::json!(["```\n"]));
+    assert!(
+        body.get("repeat_penalty").is_none(),
+        "llama.cpp's extension only when set"
+    );
 }
 
 #[test]

@@ -151,6 +151,12 @@ impl<'a> LlmSession<'a> {
             temperature: Some(temperature),
             stop: Vec::new(),
             seed: Some(round as u64),
+            // once sampling (a reply looped), also the repeat penalty where the server takes it
+            repeat_penalty: self
+                .client
+                .config()
+                .repeat_penalty
+                .filter(|_| temperature > 0.0),
         };
         let mut streamed = 0usize;
         let progress = self.progress;

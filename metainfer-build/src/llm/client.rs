@@ -133,6 +133,9 @@ impl Client {
         if let Some(s) = req.seed {
             obj.insert("seed".into(), s.into());
         }
+        if let Some(p) = req.repeat_penalty {
+            obj.insert("repeat_penalty".into(), f64::from(p).into());
+        }
         body.to_string()
     }
 

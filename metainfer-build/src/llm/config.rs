@@ -2,8 +2,8 @@
 //!
 //! Sources, highest precedence first: the `METAINFER_LLM_*` variables, then the TOML file named
 //! by `METAINFER_LLM_CONFIG` (keys `base_url`, `model`, `api_key`, `timeout_s`,
-//! `connect_timeout_s`, `max_retries`, `stream`; unknown keys are rejected). Empty variables
-//! count as unset.
+//! `connect_timeout_s`, `max_retries`, `stream`, `repeat_penalty`; unknown keys are rejected).
+//! Empty variables count as unset.
 
 use super::error::LlmError;
 use std::collections::BTreeMap;
@@ -18,8 +18,10 @@ pub const ENV_CONNECT_TIMEOUT_S: &str = "METAINFER_LLM_CONNECT_TIMEOUT_S";
 pub const ENV_MAX_RETRIES: &str = "METAINFER_LLM_MAX_RETRIES";
 pub const ENV_STREAM: &str = "METAINFER_LLM_STREAM";
 pub const ENV_CONFIG: &str = "METAINFER_LLM_CONFIG";
+pub const ENV_REPEAT_PENALTY: &str = "METAINFER_LLM_REPEAT_PENALTY";
 
-const FILE_KEYS: [&str; 7] = [
+const FILE_KEYS: [&str; 8] = [
+    "repeat_penalty",
     "base_url",
     "model",
     "api_key",
@@ -51,6 +53,10 @@ pub struct LlmConfig {
     pub max_retry_hint: Duration,
     /// Request `"stream": true` and parse SSE. Default true.
     pub stream: bool,
+    /// llama.cpp's multiplicative `repeat_penalty` (an extension llama-server and `demo-engine
+    /// serve` accept; hosted APIs may reject unknown fields, so it is off by default). The chain
+    /// sends it on the rounds after a reply that looped (repeated itself into the token limit).
+    pub repeat_penalty: Option<f32>,
 }
 
 impl fmt::Debug for LlmConfig {
@@ -66,6 +72,7 @@ impl fmt::Debug for LlmConfig {
             .field("backoff_max", &self.backoff_max)
             .field("max_retry_hint", &self.max_retry_hint)
             .field("stream", &self.stream)
+            .field("repeat_penalty", &self.repeat_penalty)
             .finish()
     }
 }
@@ -84,6 +91,7 @@ impl LlmConfig {
             backoff_max: Duration::from_secs(8),
             max_retry_hint: Duration::from_secs(60),
             stream: true,
+            repeat_penalty: None,
         }
     }
 
@@ -167,6 +175,9 @@ impl LlmConfig {
         if let Some((v, o)) = lookup(ENV_STREAM, "stream") {
             cfg.stream = v.flag(&o)?;
         }
+        if let Some((v, o)) = lookup(ENV_REPEAT_PENALTY, "repeat_penalty") {
+            cfg.repeat_penalty = Some(v.penalty(&o)?);
+        }
         Ok(Some(cfg))
     }
 }
@@ -214,6 +225,23 @@ impl Value {
         secs.filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
             .map(Duration::from_secs_f64)
             .ok_or_else(|| cfg_err(format!("{o} is {}, not a number of seconds: use a positive number up to 86400, e.g. 300", self.shown())))
+    }
+
+    fn penalty(self, o: &Origin) -> Result<f32, LlmError> {
+        let x = match &self {
+            Value::Text(s) => s.parse::<f64>().ok(),
+            Value::Toml(toml::Value::Integer(i)) => Some(*i as f64),
+            Value::Toml(toml::Value::Float(x)) => Some(*x),
+            Value::Toml(_) => None,
+        };
+        x.filter(|x| (1.0..=2.0).contains(x))
+            .map(|x| x as f32)
+            .ok_or_else(|| {
+                cfg_err(format!(
+                    "{o} is {}, not a repeat penalty: use a number from 1.0 (off) to 2.0, e.g. 1.3",
+                    self.shown()
+                ))
+            })
     }
 
     fn count(self, o: &Origin) -> Result<u32, LlmError> {
@@ -323,6 +351,24 @@ mod tests {
             (0, false, Some("sk-x"))
         );
         assert!(!format!("{c:?}").contains("sk-x"));
+    }
+
+    #[test]
+    fn repeat_penalty_is_off_unless_set_and_bounded() {
+        let base = [(ENV_BASE_URL, "http://x/v1"), (ENV_MODEL, "m")];
+        let c = LlmConfig::from_vars(vars(&base)).unwrap().unwrap();
+        assert_eq!(c.repeat_penalty, None);
+        let with = |v| {
+            let mut p = base.to_vec();
+            p.push((ENV_REPEAT_PENALTY, v));
+            LlmConfig::from_vars(vars(&p))
+        };
+        assert_eq!(with("1.3").unwrap().unwrap().repeat_penalty, Some(1.3));
+        let e = with("0.5").unwrap_err().to_string();
+        assert!(
+            e.contains(ENV_REPEAT_PENALTY) && e.contains("1.0 (off) to 2.0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct ChatRequest {
     /// Sent as `"stop"` when not empty.
     pub stop: Vec<String>,
     pub seed: Option<u64>,
+    /// Sent as llama.cpp's `"repeat_penalty"` when set (see [`LlmConfig::repeat_penalty`]).
+    pub repeat_penalty: Option<f32>,
 }
 
 /// Token counts the server reported.

@@ -69,10 +69,14 @@ mod header {
     pub(crate) const T_FFN_GATE: &str = "blk.{n}.ffn_gate.weight";
     pub(crate) const T_FFN_UP: &str = "blk.{n}.ffn_up.weight";
     pub(crate) const T_FFN_DOWN: &str = "blk.{n}.ffn_down.weight";
-    /// q, k, v biases (`None`: the family has none).
+    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none).
     pub(crate) const T_ATTN_Q_BIAS: Option<&str> = Some("blk.{n}.attn_q.bias");
     pub(crate) const T_ATTN_K_BIAS: Option<&str> = Some("blk.{n}.attn_k.bias");
     pub(crate) const T_ATTN_V_BIAS: Option<&str> = Some("blk.{n}.attn_v.bias");
+    pub(crate) const T_ATTN_Q_NORM: Option<&str> = None;
+    pub(crate) const T_ATTN_K_NORM: Option<&str> = None;
+    pub(crate) const T_ATTN_POST_NORM: Option<&str> = None;
+    pub(crate) const T_FFN_POST_NORM: Option<&str> = None;
     /// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.
     pub(crate) const TIED_OUTPUT_ALLOWED: bool = true;
     /// The family's GGUF metadata keys.
@@ -86,6 +90,13 @@ mod header {
     pub(crate) const K_ROPE_THETA: &str = "qwen2.rope.freq_base";
     pub(crate) const K_RMS_EPS: &str = "qwen2.attention.layer_norm_rms_epsilon";
     pub(crate) const K_FILE_TYPE: &str = "general.file_type";
+    pub(crate) const K_HEAD_DIM: Option<&str> = None;
+    pub(crate) const K_SLIDING_WINDOW: Option<&str> = None;
+    /// `gate = act(gate) * up` of the family's FFN; whether embeddings are scaled by sqrt(n_embd).
+    pub(crate) const EMBD_SCALE_SQRT: bool = false;
+    /// Sliding window: every SWA_PATTERN-th layer is global, the others local with rope base ROPE_THETA_LOCAL (0: no window).
+    pub(crate) const SWA_PATTERN: usize = 0;
+    pub(crate) const ROPE_THETA_LOCAL: Option<f32> = None;
     /// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal).
     pub(crate) const ROPE_NEOX: bool = true;
     /// `tokenizer.ggml.model` the tokenizer implements.
@@ -766,22 +777,6 @@ mod act_quant {
         pub(crate) fn len(&self) -> usize { self.f32.len() }
         /// Whether there are no activations.
         pub(crate) fn is_empty(&self) -> bool { self.f32.is_empty() }
-
-        /// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x
-        /// itself for F32, the rounded x for F16/BF16, d*q for the quantized forms.
-        pub(crate) fn effective(&self, kind: ActKind) -> Vec<f64> {
-            match kind {
-                ActKind::F32 => self.f32.iter().map(|&v| v as f64).collect(),
-                ActKind::F16 => self.f16.iter().map(|&v| v as f64).collect(),
-                ActKind::BF16 => self.bf16.iter().map(|&v| v as f64).collect(),
-                ActKind::Q8_0 => {
-                    self.q8_0.iter().flat_map(|b| b.qs.iter().map(move |&q| fp16_to_f32(b.d) as f64 * q as f64)).collect()
-                }
-                ActKind::Q8K => {
-                    self.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect()
-                }
-            }
-        }
     }
 }
 pub use act_quant::*;
@@ -922,12 +917,15 @@ mod weights_decoder {
         pub(crate) n_embd: usize,
         pub(crate) n_head: usize,
         pub(crate) n_head_kv: usize,
-        pub(crate) head_dim: usize, // n_embd / n_head
+        pub(crate) head_dim: usize, // K_HEAD_DIM when the family has it, else n_embd / n_head
+        pub(crate) q_dim: usize,    // n_head * head_dim
         pub(crate) kv_dim: usize,   // n_head_kv * head_dim
         pub(crate) n_ff: usize,
         pub(crate) n_vocab: usize,
         pub(crate) context_length: usize,
-        pub(crate) rope_theta: f32,
+        pub(crate) rope_theta: f32,       // the global layers' rope base
+        pub(crate) rope_theta_local: f32, // the local (sliding-window) layers' (ROPE_THETA_LOCAL)
+        pub(crate) window: usize,         // K_SLIDING_WINDOW: positions a local layer sees (0: none)
         pub(crate) rms_eps: f32,
     }
 
@@ -955,14 +953,15 @@ mod weights_decoder {
                 Ok(t) => return Err(rt::Error::format(format!("tensor '{T_TOKEN_EMBD}'.dims"), format!("expected 2 dims, found {:?}", t.dims))),
                 Err(e) => return Err(e),
             };
-            if n_head == 0 || n_head_kv == 0 || n_embd % n_head != 0 || n_head % n_head_kv != 0 {
+            if n_head == 0 || n_head_kv == 0 || (K_HEAD_DIM.is_none() && n_embd % n_head != 0) || n_head % n_head_kv != 0 {
                 return Err(rt::Error::format(
                     K_N_HEAD,
                     format!("{n_head} heads / {n_head_kv} kv heads do not divide embedding_length {n_embd}"),
                 ));
             }
-            let head_dim = n_embd / n_head;
-            if head_dim % 2 != 0 {
+            let head_dim = K_HEAD_DIM.map_or(Ok(n_embd / n_head), get)?;
+            let rope_theta = g.get_f32(K_ROPE_THETA)?;
+            if head_dim == 0 || head_dim % 2 != 0 {
                 return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
             }
             let cfg = Config {
@@ -971,15 +970,18 @@ mod weights_decoder {
                 n_head,
                 n_head_kv,
                 head_dim,
+                q_dim: n_head * head_dim,
                 kv_dim: n_head_kv * head_dim,
                 n_ff: get(K_N_FF)?,
                 n_vocab,
                 context_length: get(K_CONTEXT_LENGTH)?,
-                rope_theta: g.get_f32(K_ROPE_THETA)?,
+                rope_theta,
+                rope_theta_local: ROPE_THETA_LOCAL.unwrap_or(rope_theta),
+                window: K_SLIDING_WINDOW.map_or(Ok(0), get)?,
                 rms_eps: g.get_f32(K_RMS_EPS)?,
             };
-            if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 {
-                return Err(rt::Error::format(K_N_LAYER, format!("{K_N_LAYER}, {K_N_FF} and {K_CONTEXT_LENGTH} must be > 0")));
+            if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 || (SWA_PATTERN > 0 && cfg.window == 0) {
+                return Err(rt::Error::format(K_N_LAYER, format!("{K_N_LAYER}, {K_N_FF}, {K_CONTEXT_LENGTH} (and a sliding window) must be > 0")));
             }
             if let Some(p) = PRESET {
                 let diffs: Vec<String> = [
@@ -1005,6 +1007,9 @@ mod weights_decoder {
             }
             Ok(cfg)
         }
+
+        /// Whether layer `l` attends only to the last `window` positions (every SWA_PATTERN-th is global).
+        pub(crate) fn is_local(&self, l: usize) -> bool { SWA_PATTERN > 0 && (l + 1) % SWA_PATTERN != 0 }
     }
 
     /// A matrix located in the mapped file: `rows` rows of `cols` elements of type `ty`.
@@ -1033,13 +1038,17 @@ mod weights_decoder {
     /// One transformer block's weights.
     pub(crate) struct LayerWeights {
         pub(crate) attn_norm: Vec<f32>, // [n_embd]
-        pub(crate) wq: TensorRef,       // [n_embd] -> [n_embd]
+        pub(crate) wq: TensorRef,       // [n_embd] -> [q_dim]
         pub(crate) wk: TensorRef,       // [n_embd] -> [kv_dim]
         pub(crate) wv: TensorRef,       // [n_embd] -> [kv_dim]
-        pub(crate) bq: Option<Vec<f32>>, // [n_embd], when the family has q/k/v biases (T_ATTN_Q_BIAS)
+        pub(crate) bq: Option<Vec<f32>>, // [q_dim], when the family has q/k/v biases (T_ATTN_Q_BIAS)
         pub(crate) bk: Option<Vec<f32>>, // [kv_dim]
         pub(crate) bv: Option<Vec<f32>>, // [kv_dim]
-        pub(crate) wo: TensorRef,       // [n_embd] -> [n_embd]
+        pub(crate) q_norm: Option<Vec<f32>>, // [head_dim], per-head norms when the family has them (T_ATTN_Q_NORM)
+        pub(crate) k_norm: Option<Vec<f32>>, // [head_dim]
+        pub(crate) wo: TensorRef,       // [q_dim] -> [n_embd]
+        pub(crate) attn_post_norm: Option<Vec<f32>>, // [n_embd], of the attention output (T_ATTN_POST_NORM)
+        pub(crate) ffn_post_norm: Option<Vec<f32>>,  // [n_embd], of the FFN output (T_FFN_POST_NORM)
         pub(crate) ffn_norm: Vec<f32>,  // [n_embd]
         pub(crate) w_gate: TensorRef,   // [n_embd] -> [n_ff]
         pub(crate) w_up: TensorRef,     // [n_embd] -> [n_ff]
@@ -1091,31 +1100,29 @@ mod weights_decoder {
             let mut layers = Vec::with_capacity(cfg.n_layer);
             for n in 0..cfg.n_layer {
                 let name = |pattern: &str| pattern.replace("{n}", &n.to_string());
-                let bias = |pattern: Option<&str>, len: usize| pattern.map(|p| vector(&name(p), len)).transpose();
-                let wq = matrix(&name(T_ATTN_Q), e, e)?;
+                let opt = |pattern: Option<&str>, len: usize| pattern.map(|p| vector(&name(p), len)).transpose();
+                let wq = matrix(&name(T_ATTN_Q), e, cfg.q_dim)?;
                 let wk = matrix(&name(T_ATTN_K), e, cfg.kv_dim)?;
                 let wv = matrix(&name(T_ATTN_V), e, cfg.kv_dim)?;
-                let wo = matrix(&name(T_ATTN_OUTPUT), e, e)?;
+                let wo = matrix(&name(T_ATTN_OUTPUT), cfg.q_dim, e)?;
                 let w_gate = matrix(&name(T_FFN_GATE), e, cfg.n_ff)?;
                 let w_up = matrix(&name(T_FFN_UP), e, cfg.n_ff)?;
                 let w_down = matrix(&name(T_FFN_DOWN), cfg.n_ff, e)?;
                 layers.push(LayerWeights {
                     attn_norm: vector(&name(T_ATTN_NORM), e)?,
-                    bq: bias(T_ATTN_Q_BIAS, e)?,
-                    bk: bias(T_ATTN_K_BIAS, cfg.kv_dim)?,
-                    bv: bias(T_ATTN_V_BIAS, cfg.kv_dim)?,
+                    bq: opt(T_ATTN_Q_BIAS, cfg.q_dim)?,
+                    bk: opt(T_ATTN_K_BIAS, cfg.kv_dim)?,
+                    bv: opt(T_ATTN_V_BIAS, cfg.kv_dim)?,
+                    q_norm: opt(T_ATTN_Q_NORM, cfg.head_dim)?,
+                    k_norm: opt(T_ATTN_K_NORM, cfg.head_dim)?,
+                    attn_post_norm: opt(T_ATTN_POST_NORM, e)?,
+                    ffn_post_norm: opt(T_FFN_POST_NORM, e)?,
                     ffn_norm: vector(&name(T_FFN_NORM), e)?,
                     qkv_acts: acts_for(&[&wq, &wk, &wv]),
                     o_acts: acts_for(&[&wo]),
                     gate_up_acts: acts_for(&[&w_gate, &w_up]),
                     down_acts: acts_for(&[&w_down]),
-                    wq,
-                    wk,
-                    wv,
-                    wo,
-                    w_gate,
-                    w_up,
-                    w_down,
+                    wq, wk, wv, wo, w_gate, w_up, w_down,
                 });
             }
             Ok(Weights {

@@ -69,10 +69,14 @@ mod header {
     pub(crate) const T_FFN_GATE: &str = "blk.{n}.ffn_gate.weight";
     pub(crate) const T_FFN_UP: &str = "blk.{n}.ffn_up.weight";
     pub(crate) const T_FFN_DOWN: &str = "blk.{n}.ffn_down.weight";
-    /// q, k, v biases (`None`: the family has none).
+    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none).
     pub(crate) const T_ATTN_Q_BIAS: Option<&str> = Some("blk.{n}.attn_q.bias");
     pub(crate) const T_ATTN_K_BIAS: Option<&str> = Some("blk.{n}.attn_k.bias");
     pub(crate) const T_ATTN_V_BIAS: Option<&str> = Some("blk.{n}.attn_v.bias");
+    pub(crate) const T_ATTN_Q_NORM: Option<&str> = None;
+    pub(crate) const T_ATTN_K_NORM: Option<&str> = None;
+    pub(crate) const T_ATTN_POST_NORM: Option<&str> = None;
+    pub(crate) const T_FFN_POST_NORM: Option<&str> = None;
     /// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.
     pub(crate) const TIED_OUTPUT_ALLOWED: bool = true;
     /// The family's GGUF metadata keys.
@@ -86,6 +90,14 @@ mod header {
     pub(crate) const K_ROPE_THETA: &str = "qwen2.rope.freq_base";
     pub(crate) const K_RMS_EPS: &str = "qwen2.attention.layer_norm_rms_epsilon";
     pub(crate) const K_FILE_TYPE: &str = "general.file_type";
+    pub(crate) const K_HEAD_DIM: Option<&str> = None;
+    pub(crate) const K_SLIDING_WINDOW: Option<&str> = None;
+    /// `gate = act(gate) * up` of the family's FFN; whether embeddings are scaled by sqrt(n_embd).
+    pub(crate) use super::vec_ops::swiglu as glu;
+    pub(crate) const EMBD_SCALE_SQRT: bool = false;
+    /// Sliding window: every SWA_PATTERN-th layer is global, the others local with rope base ROPE_THETA_LOCAL (0: no window).
+    pub(crate) const SWA_PATTERN: usize = 0;
+    pub(crate) const ROPE_THETA_LOCAL: Option<f32> = None;
     /// Rope pairs `(i, i + head_dim / 2)` (neox) rather than `(2i, 2i + 1)` (normal).
     pub(crate) const ROPE_NEOX: bool = true;
     /// `tokenizer.ggml.model` the tokenizer implements.
@@ -564,21 +576,6 @@ mod gguf_reader {
             Ok(a.into_iter().map(|x| x as i32).collect())
         }
 
-        /// An array of numbers stored as f32, f64 or integer (fitting i64) elements.
-        pub(crate) fn get_f32_array(&self, key: &str) -> rt::Result<Vec<f32>> {
-            let v = self.need(key)?;
-            let conv = |x: &MetaValue| match *x {
-                MetaValue::Float(_, f) => Some(f as f32),
-                MetaValue::Int(_, i) if i <= i64::MAX as i128 => Some(i as f32),
-                _ => None,
-            };
-            let a: Option<Vec<f32>> = match v {
-                MetaValue::Array(t, items) if *t != 7 && *t != 9 => items.iter().map(conv).collect(),
-                _ => None,
-            };
-            a.ok_or_else(|| gguf_wrong_type(key, v, "f32 array"))
-        }
-
         /// The directory entry of tensor `name`.
         pub(crate) fn tensor(&self, name: &str) -> rt::Result<&TensorInfo> {
             let t = self.tensors.iter().find(|t| t.name == name);
@@ -825,22 +822,6 @@ mod act_quant {
         pub(crate) fn len(&self) -> usize { self.f32.len() }
         /// Whether there are no activations.
         pub(crate) fn is_empty(&self) -> bool { self.f32.is_empty() }
-
-        /// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x
-        /// itself for F32, the rounded x for F16/BF16, d*q for the quantized forms.
-        pub(crate) fn effective(&self, kind: ActKind) -> Vec<f64> {
-            match kind {
-                ActKind::F32 => self.f32.iter().map(|&v| v as f64).collect(),
-                ActKind::F16 => self.f16.iter().map(|&v| v as f64).collect(),
-                ActKind::BF16 => self.bf16.iter().map(|&v| v as f64).collect(),
-                ActKind::Q8_0 => {
-                    self.q8_0.iter().flat_map(|b| b.qs.iter().map(move |&q| fp16_to_f32(b.d) as f64 * q as f64)).collect()
-                }
-                ActKind::Q8K => {
-                    self.q8_k.iter().flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64)).collect()
-                }
-            }
-        }
     }
 }
 pub use act_quant::*;
@@ -2278,22 +2259,6 @@ mod matvec {
     }
 
     impl<'a> QMatrix<'a> {
-        /// A matrix over `data`; None when cols is not a multiple of the type's block size or data
-        /// is shorter than rows * row_bytes.
-        pub(crate) fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Option<QMatrix<'a>> {
-            let row_bytes = ty.row_bytes(cols)?;
-            if data.len() < rows.checked_mul(row_bytes)? {
-                return None;
-            }
-            Some(QMatrix { ty, rows, cols, row_bytes, data })
-        }
-
-        /// The bytes of row r.
-        #[inline]
-        pub(crate) fn row(&self, r: usize) -> &'a [u8] {
-            &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
-        }
-
         fn check(&self) {
             assert_eq!(Some(self.row_bytes), self.ty.row_bytes(self.cols), "QMatrix: row_bytes does not match {} x {}", self.cols, self.ty.name());
             assert!(self.data.len() >= self.rows * self.row_bytes, "QMatrix: {} bytes of data for {} rows of {} bytes", self.data.len(), self.rows, self.row_bytes);
@@ -2466,12 +2431,15 @@ mod weights_decoder {
         pub(crate) n_embd: usize,
         pub(crate) n_head: usize,
         pub(crate) n_head_kv: usize,
-        pub(crate) head_dim: usize, // n_embd / n_head
+        pub(crate) head_dim: usize, // K_HEAD_DIM when the family has it, else n_embd / n_head
+        pub(crate) q_dim: usize,    // n_head * head_dim
         pub(crate) kv_dim: usize,   // n_head_kv * head_dim
         pub(crate) n_ff: usize,
         pub(crate) n_vocab: usize,
         pub(crate) context_length: usize,
-        pub(crate) rope_theta: f32,
+        pub(crate) rope_theta: f32,       // the global layers' rope base
+        pub(crate) rope_theta_local: f32, // the local (sliding-window) layers' (ROPE_THETA_LOCAL)
+        pub(crate) window: usize,         // K_SLIDING_WINDOW: positions a local layer sees (0: none)
         pub(crate) rms_eps: f32,
     }
 
@@ -2499,14 +2467,15 @@ mod weights_decoder {
                 Ok(t) => return Err(rt::Error::format(format!("tensor '{T_TOKEN_EMBD}'.dims"), format!("expected 2 dims, found {:?}", t.dims))),
                 Err(e) => return Err(e),
             };
-            if n_head == 0 || n_head_kv == 0 || n_embd % n_head != 0 || n_head % n_head_kv != 0 {
+            if n_head == 0 || n_head_kv == 0 || (K_HEAD_DIM.is_none() && n_embd % n_head != 0) || n_head % n_head_kv != 0 {
                 return Err(rt::Error::format(
                     K_N_HEAD,
                     format!("{n_head} heads / {n_head_kv} kv heads do not divide embedding_length {n_embd}"),
                 ));
             }
-            let head_dim = n_embd / n_head;
-            if head_dim % 2 != 0 {
+            let head_dim = K_HEAD_DIM.map_or(Ok(n_embd / n_head), get)?;
+            let rope_theta = g.get_f32(K_ROPE_THETA)?;
+            if head_dim == 0 || head_dim % 2 != 0 {
                 return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
             }
             let cfg = Config {
@@ -2515,15 +2484,18 @@ mod weights_decoder {
                 n_head,
                 n_head_kv,
                 head_dim,
+                q_dim: n_head * head_dim,
                 kv_dim: n_head_kv * head_dim,
                 n_ff: get(K_N_FF)?,
                 n_vocab,
                 context_length: get(K_CONTEXT_LENGTH)?,
-                rope_theta: g.get_f32(K_ROPE_THETA)?,
+                rope_theta,
+                rope_theta_local: ROPE_THETA_LOCAL.unwrap_or(rope_theta),
+                window: K_SLIDING_WINDOW.map_or(Ok(0), get)?,
                 rms_eps: g.get_f32(K_RMS_EPS)?,
             };
-            if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 {
-                return Err(rt::Error::format(K_N_LAYER, format!("{K_N_LAYER}, {K_N_FF} and {K_CONTEXT_LENGTH} must be > 0")));
+            if cfg.n_layer == 0 || cfg.n_ff == 0 || cfg.context_length == 0 || (SWA_PATTERN > 0 && cfg.window == 0) {
+                return Err(rt::Error::format(K_N_LAYER, format!("{K_N_LAYER}, {K_N_FF}, {K_CONTEXT_LENGTH} (and a sliding window) must be > 0")));
             }
             if let Some(p) = PRESET {
                 let diffs: Vec<String> = [
@@ -2549,6 +2521,9 @@ mod weights_decoder {
             }
             Ok(cfg)
         }
+
+        /// Whether layer `l` attends only to the last `window` positions (every SWA_PATTERN-th is global).
+        pub(crate) fn is_local(&self, l: usize) -> bool { SWA_PATTERN > 0 && (l + 1) % SWA_PATTERN != 0 }
     }
 
     /// A matrix located in the mapped file: `rows` rows of `cols` elements of type `ty`.
@@ -2577,13 +2552,17 @@ mod weights_decoder {
     /// One transformer block's weights.
     pub(crate) struct LayerWeights {
         pub(crate) attn_norm: Vec<f32>, // [n_embd]
-        pub(crate) wq: TensorRef,       // [n_embd] -> [n_embd]
+        pub(crate) wq: TensorRef,       // [n_embd] -> [q_dim]
         pub(crate) wk: TensorRef,       // [n_embd] -> [kv_dim]
         pub(crate) wv: TensorRef,       // [n_embd] -> [kv_dim]
-        pub(crate) bq: Option<Vec<f32>>, // [n_embd], when the family has q/k/v biases (T_ATTN_Q_BIAS)
+        pub(crate) bq: Option<Vec<f32>>, // [q_dim], when the family has q/k/v biases (T_ATTN_Q_BIAS)
         pub(crate) bk: Option<Vec<f32>>, // [kv_dim]
         pub(crate) bv: Option<Vec<f32>>, // [kv_dim]
-        pub(crate) wo: TensorRef,       // [n_embd] -> [n_embd]
+        pub(crate) q_norm: Option<Vec<f32>>, // [head_dim], per-head norms when the family has them (T_ATTN_Q_NORM)
+        pub(crate) k_norm: Option<Vec<f32>>, // [head_dim]
+        pub(crate) wo: TensorRef,       // [q_dim] -> [n_embd]
+        pub(crate) attn_post_norm: Option<Vec<f32>>, // [n_embd], of the attention output (T_ATTN_POST_NORM)
+        pub(crate) ffn_post_norm: Option<Vec<f32>>,  // [n_embd], of the FFN output (T_FFN_POST_NORM)
         pub(crate) ffn_norm: Vec<f32>,  // [n_embd]
         pub(crate) w_gate: TensorRef,   // [n_embd] -> [n_ff]
         pub(crate) w_up: TensorRef,     // [n_embd] -> [n_ff]
@@ -2635,31 +2614,29 @@ mod weights_decoder {
             let mut layers = Vec::with_capacity(cfg.n_layer);
             for n in 0..cfg.n_layer {
                 let name = |pattern: &str| pattern.replace("{n}", &n.to_string());
-                let bias = |pattern: Option<&str>, len: usize| pattern.map(|p| vector(&name(p), len)).transpose();
-                let wq = matrix(&name(T_ATTN_Q), e, e)?;
+                let opt = |pattern: Option<&str>, len: usize| pattern.map(|p| vector(&name(p), len)).transpose();
+                let wq = matrix(&name(T_ATTN_Q), e, cfg.q_dim)?;
                 let wk = matrix(&name(T_ATTN_K), e, cfg.kv_dim)?;
                 let wv = matrix(&name(T_ATTN_V), e, cfg.kv_dim)?;
-                let wo = matrix(&name(T_ATTN_OUTPUT), e, e)?;
+                let wo = matrix(&name(T_ATTN_OUTPUT), cfg.q_dim, e)?;
                 let w_gate = matrix(&name(T_FFN_GATE), e, cfg.n_ff)?;
                 let w_up = matrix(&name(T_FFN_UP), e, cfg.n_ff)?;
                 let w_down = matrix(&name(T_FFN_DOWN), cfg.n_ff, e)?;
                 layers.push(LayerWeights {
                     attn_norm: vector(&name(T_ATTN_NORM), e)?,
-                    bq: bias(T_ATTN_Q_BIAS, e)?,
-                    bk: bias(T_ATTN_K_BIAS, cfg.kv_dim)?,
-                    bv: bias(T_ATTN_V_BIAS, cfg.kv_dim)?,
+                    bq: opt(T_ATTN_Q_BIAS, cfg.q_dim)?,
+                    bk: opt(T_ATTN_K_BIAS, cfg.kv_dim)?,
+                    bv: opt(T_ATTN_V_BIAS, cfg.kv_dim)?,
+                    q_norm: opt(T_ATTN_Q_NORM, cfg.head_dim)?,
+                    k_norm: opt(T_ATTN_K_NORM, cfg.head_dim)?,
+                    attn_post_norm: opt(T_ATTN_POST_NORM, e)?,
+                    ffn_post_norm: opt(T_FFN_POST_NORM, e)?,
                     ffn_norm: vector(&name(T_FFN_NORM), e)?,
                     qkv_acts: acts_for(&[&wq, &wk, &wv]),
                     o_acts: acts_for(&[&wo]),
                     gate_up_acts: acts_for(&[&w_gate, &w_up]),
                     down_acts: acts_for(&[&w_down]),
-                    wq,
-                    wk,
-                    wv,
-                    wo,
-                    w_gate,
-                    w_up,
-                    w_down,
+                    wq, wk, wv, wo, w_gate, w_up, w_down,
                 });
             }
             Ok(Weights {
@@ -2716,54 +2693,71 @@ mod state_kv {
     /// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
     /// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each
     /// head's positions contiguous so attention streams them; allocated zeroed (calloc), so the pages
-    /// are touched only as positions fill.
+    /// are touched only as positions fill. A local (sliding-window) layer holds only a ring of
+    /// `window + BATCH - 1` positions (its window plus a batch's new ones), each stored twice (at
+    /// p % cap and p % cap + cap) so that any run of up to `cap` positions is one slice.
     pub(crate) struct KvCache {
         pub(crate) max_seq: usize,
         pub(crate) n_head_kv: usize,
         pub(crate) head_dim: usize,
-        pub(crate) k: Vec<u16>, // [n_layer][n_head_kv][max_seq][head_dim], f16 bits
-        pub(crate) v: Vec<u16>, // [n_layer][n_head_kv][max_seq][head_dim], f16 bits
+        cap: Vec<usize>,        // [n_layer] positions a layer holds: max_seq, or its ring's size
+        base: Vec<usize>,       // [n_layer + 1] start of each layer in `k` / `v`
+        pub(crate) k: Vec<u16>, // per layer [n_head_kv][max_seq or 2 * cap][head_dim], f16 bits
+        pub(crate) v: Vec<u16>, // the same for the values
     }
 
     impl KvCache {
         pub(crate) fn new(cfg: &Config, max_seq: usize) -> KvCache {
-            let n = cfg.n_layer * max_seq * cfg.kv_dim;
-            KvCache { max_seq, n_head_kv: cfg.n_head_kv, head_dim: cfg.head_dim, k: vec![0; n], v: vec![0; n] }
+            let ring = cfg.window + BATCH - 1;
+            let cap: Vec<usize> = (0..cfg.n_layer).map(|l| if cfg.is_local(l) && ring < max_seq { ring } else { max_seq }).collect();
+            let rows = |c: usize| if c < max_seq { 2 * c } else { c };
+            let base: Vec<usize> = std::iter::once(0).chain(cap.iter().scan(0, |b, &c| { *b += rows(c) * cfg.kv_dim; Some(*b) })).collect();
+            let n = base[cfg.n_layer];
+            KvCache { max_seq, n_head_kv: cfg.n_head_kv, head_dim: cfg.head_dim, cap, base, k: vec![0; n], v: vec![0; n] }
         }
 
-        /// Index of (layer, kv head, position) in `k` / `v`.
+        /// Index of (layer, kv head, position) in `k` / `v` (the first copy in a ring).
         #[inline]
         pub(crate) fn at(&self, layer: usize, head: usize, pos: usize) -> usize {
-            ((layer * self.n_head_kv + head) * self.max_seq + pos) * self.head_dim
+            let c = self.cap[layer];
+            self.base[layer] + (head * if c < self.max_seq { 2 * c } else { c } + pos % c) * self.head_dim
         }
 
         /// Stores the keys and values (`[n][n_head_kv * head_dim]`) of `n` positions from `pos`,
         /// rounded to f16 (round to nearest even, as ggml's f32 -> f16 conversion).
         pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+            let copies = if self.cap[layer] < self.max_seq { 2 } else { 1 };
             for (i, (kh, vh)) in k.chunks_exact(self.head_dim).zip(v.chunks_exact(self.head_dim)).enumerate() {
-                let at = self.at(layer, i % self.n_head_kv, pos + i / self.n_head_kv);
-                self.k[at..at + kh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(kh);
-                self.v[at..at + vh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(vh);
+                for c in 0..copies {
+                    let at = self.at(layer, i % self.n_head_kv, pos + i / self.n_head_kv) + c * self.cap[layer] * self.head_dim;
+                    self.k[at..at + kh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(kh);
+                    self.v[at..at + vh.len()].reinterpret_cast_mut::<rt::half::f16>().convert_from_f32_slice(vh);
+                }
             }
         }
 
-        /// The keys and values of kv head `head` at positions `0..end` of `layer`: `[end][head_dim]` each.
-        pub(crate) fn head(&self, layer: usize, head: usize, end: usize) -> (&[rt::half::f16], &[rt::half::f16]) {
-            let r = self.at(layer, head, 0)..self.at(layer, head, end);
+        /// The keys and values of kv head `head` at positions `lo..end` of `layer` (`end - lo` at
+        /// most the layer's window, for a local one): `[end - lo][head_dim]` each.
+        pub(crate) fn head(&self, layer: usize, head: usize, lo: usize, end: usize) -> (&[rt::half::f16], &[rt::half::f16]) {
+            let at = self.at(layer, head, lo);
+            let r = at..at + (end - lo) * self.head_dim;
             (self.k[r.clone()].reinterpret_cast(), self.v[r].reinterpret_cast())
         }
+
+        /// Bytes the cache holds (keys and values).
+        pub fn bytes(&self) -> usize { 2 * 2 * self.k.len() }
     }
 
     /// Activation buffers for a batch of up to `BATCH` tokens; allocated once at load.
     pub(crate) struct RunState {
         pub(crate) x: Vec<f32>,      // [BATCH][n_embd] residual stream
         pub(crate) xb: Vec<f32>,     // [BATCH][n_embd] normalised input of a sub-layer
-        pub(crate) q: Vec<f32>,      // [BATCH][n_embd] queries
+        pub(crate) q: Vec<f32>,      // [BATCH][q_dim] queries
         pub(crate) k: Vec<f32>,      // [BATCH][kv_dim] keys of the batch
         pub(crate) v: Vec<f32>,      // [BATCH][kv_dim] values of the batch
-        pub(crate) att: Vec<f32>,    // [BATCH][n_embd] attention output (heads concatenated)
+        pub(crate) att: Vec<f32>,    // [BATCH][q_dim] attention output (heads concatenated)
         pub(crate) proj: Vec<f32>,   // [BATCH][n_embd] output of wo / w_down
-        pub(crate) gate: Vec<f32>,   // [BATCH][n_ff] gate projection, then silu(gate) * up
+        pub(crate) gate: Vec<f32>,   // [BATCH][n_ff] gate projection, then act(gate) * up
         pub(crate) up: Vec<f32>,     // [BATCH][n_ff] up projection
         pub(crate) acts: Vec<Act>,   // [BATCH] prepared activations of the current input
         pub(crate) logits: Vec<f32>, // [n_vocab] logits of the last token
@@ -2775,10 +2769,10 @@ mod state_kv {
             RunState {
                 x: vec![0.0; b * cfg.n_embd],
                 xb: vec![0.0; b * cfg.n_embd],
-                q: vec![0.0; b * cfg.n_embd],
+                q: vec![0.0; b * cfg.q_dim],
                 k: vec![0.0; b * cfg.kv_dim],
                 v: vec![0.0; b * cfg.kv_dim],
-                att: vec![0.0; b * cfg.n_embd],
+                att: vec![0.0; b * cfg.q_dim],
                 proj: vec![0.0; b * cfg.n_embd],
                 gate: vec![0.0; b * cfg.n_ff],
                 up: vec![0.0; b * cfg.n_ff],
@@ -2917,52 +2911,61 @@ mod forward_decoder {
         fn batch(&mut self, tokens: &[u32], pos: usize, last: bool, all: Option<&mut [f32]>) {
             let n = tokens.len();
             let c = self.cfg;
-            let (e, kvd, hd) = (c.n_embd, c.kv_dim, c.head_dim);
+            let (e, qd, kvd, hd) = (c.n_embd, c.q_dim, c.kv_dim, c.head_dim);
             let file = self.gguf.bytes();
             let st = &mut self.st;
             let pool = &self.pool;
             let w = &self.w;
 
-            // embeddings: x[t] = token_embd[tokens[t]]
+            // embeddings: x[t] = token_embd[tokens[t]] (· sqrt(n_embd) where the family scales them)
             for (t, &id) in tokens.iter().enumerate() {
                 w.token_embd.dequant_row_into(file, id as usize, &mut st.x[t * e..(t + 1) * e]);
             }
+            if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
-            let rot = rope_table(n, pos, hd, c.rope_theta); // every layer's and head's cos/sin
+            // every head's cos/sin, of the global layers and of the local (sliding-window) ones
+            let rots = [rope_table(n, pos, hd, c.rope_theta), rope_table(n, pos, hd, c.rope_theta_local)];
             for (l, lw) in w.layers.iter().enumerate() {
+                let local = c.is_local(l);
+                let rot = &rots[local as usize];
                 // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
                 rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
                 let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
-                let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * e], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
+                let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * qd], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
                 products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
                 if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
-                    add_rows(&mut st.q[..n * e], bq);
+                    add_rows(&mut st.q[..n * qd], bq);
                     add_rows(&mut st.k[..n * kvd], bk);
                     add_rows(&mut st.v[..n * kvd], bv);
                 }
+                norm_opt(&mut st.q[..n * qd], &lw.q_norm, c.rms_eps); // per head, where the family has q/k norms
+                norm_opt(&mut st.k[..n * kvd], &lw.k_norm, c.rms_eps);
                 for t in 0..n {
-                    rope(&mut st.q[t * e..(t + 1) * e], &rot[t * hd / 2..][..hd / 2]);
+                    rope(&mut st.q[t * qd..(t + 1) * qd], &rot[t * hd / 2..][..hd / 2]);
                     rope(&mut st.k[t * kvd..(t + 1) * kvd], &rot[t * hd / 2..][..hd / 2]);
                 }
                 self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
-                attention(pool, &self.kv, l, pos, &c, &st.q[..n * e], &mut st.att[..n * e]);
+                let window = if local { c.window } else { usize::MAX };
+                attention(pool, &self.kv, l, pos, window, &c, &st.q[..n * qd], &mut st.att[..n * qd]);
 
-                // x += wo · att
-                prepare(pool, &mut st.acts[..n], &st.att[..n * e], e, &lw.o_acts);
+                // x += post_norm(wo · att)
+                prepare(pool, &mut st.acts[..n], &st.att[..n * qd], qd, &lw.o_acts);
                 products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
+                norm_opt(&mut st.proj[..n * e], &lw.attn_post_norm, c.rms_eps);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
 
-                // ffn: x += w_down · (silu(w_gate · xb) * (w_up · xb)), xb = rmsnorm(x)
+                // ffn: x += post_norm(w_down · (act(w_gate · xb) * (w_up · xb))), xb = rmsnorm(x), act = glu's
                 rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
                 let f = c.n_ff;
                 let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
                 products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
                 let up = &st.up[..n * f];
-                par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| swiglu(g, &up[t * f..(t + 1) * f]));
+                par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| glu(g, &up[t * f..(t + 1) * f]));
                 prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
                 products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
+                norm_opt(&mut st.proj[..n * e], &lw.ffn_post_norm, c.rms_eps);
                 add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
             }
 
@@ -3000,7 +3003,7 @@ mod forward_decoder {
         par_chunks_mut(pool, acts, 1, &|t, a: &mut [Act]| a[0].set(&x[t * cols..(t + 1) * cols], kinds));
     }
 
-    /// `outs[i][t][r] = ws[i].row(r) · xs[t]` for matrices that read the same activations: one pool
+    /// `outs[i][t][r] = row r of ws[i] · xs[t]` for matrices that read the same activations: one pool
     /// job for all of them for one token (matvec_many), matmul per matrix for a batch.
     fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]]) {
         if xs.len() == 1 {
@@ -3018,6 +3021,11 @@ mod forward_decoder {
             let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
             or.iter_mut().zip(xr).zip(weight).for_each(|((o, &v), &g)| *o = v * scale * g);
         }
+    }
+
+    /// `x = rmsnorm(x) * w` over each `w.len()` elements (a head, or a row), when the family has `w`.
+    fn norm_opt(x: &mut [f32], w: &Option<Vec<f32>>, eps: f32) {
+        if let Some(w) = w { rmsnorm_rows(&x.to_vec(), w, eps, x) }
     }
 
     /// `x += y`, y repeated over x's rows when it is one row (a bias).
@@ -3048,17 +3056,18 @@ mod forward_decoder {
         }
     }
 
-    /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per
-    /// (token, head): `att[t][h] = softmax(q[t][h] · K[..=pos+t] / sqrt(head_dim)) · V`, in
+    /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per (token, head):
+    /// `att[t][h] = softmax(q[t][h] · K[lo..=pos+t] / sqrt(head_dim)) · V`, lo = pos + t + 1 - window
+    /// (the last `window` positions; 0 for a global layer), in
     /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
     /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
     /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
-    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, c: &Config, q: &[f32], att: &mut [f32]) {
-        let (hd, n) = (c.head_dim, att.len() / c.n_embd);
+    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+        let (hd, n) = (c.head_dim, att.len() / c.q_dim);
         par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
             let (t, h) = (task / c.n_head, task % c.n_head);
-            let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), pos + t + 1);
-            attend(&q[t * c.n_embd + h * hd..][..hd], kvs, n == 1, out);
+            let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), (pos + t + 1).saturating_sub(window), pos + t + 1);
+            attend(&q[t * c.q_dim + h * hd..][..hd], kvs, n == 1, out);
         });
     }
 

@@ -278,7 +278,7 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
         }
     }
     s.push('\n');
-    family_constants(&mut s, &plan.family);
+    family_constants(&mut s, plan);
     let _ = writeln!(
         s,
         "/// Refuses to run on a CPU without the instruction sets the kernels were compiled for."
@@ -329,7 +329,8 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
 
 /// What the model family's TOML states, as constants the family-generic realizations read
 /// (every branch on them folds at compile time: one path per engine).
-fn family_constants(s: &mut String, f: &ModelFamily) {
+fn family_constants(s: &mut String, plan: &Plan) {
+    let f: &ModelFamily = &plan.family;
     let arch_key = |k: &str| k.replace("{arch}", &f.gguf_arch);
     let opt = |t: &Option<String>| match t {
         Some(t) => format!("Some({})", rust_str(t)),
@@ -394,7 +395,10 @@ fn family_constants(s: &mut String, f: &ModelFamily) {
         s,
         "/// `gate = act(gate) * up` of the family's FFN; whether embeddings are scaled by sqrt(n_embd)."
     );
-    let _ = writeln!(s, "pub(crate) use super::{glu_section}::{glu_fn} as glu;");
+    // (cuda graphs compute it in a kernel: no section, no alias)
+    if plan.slots.iter().any(|s| s.id == glu_section) {
+        let _ = writeln!(s, "pub(crate) use super::{glu_section}::{glu_fn} as glu;");
+    }
     let _ = writeln!(
         s,
         "pub(crate) const EMBD_SCALE_SQRT: bool = {};",

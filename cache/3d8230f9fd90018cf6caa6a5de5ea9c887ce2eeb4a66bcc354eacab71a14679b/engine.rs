@@ -24,7 +24,7 @@
 //    9. Kernel dispatch over the compiled tensor types (generated)
 //   10. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   11. CUDA kernels (dequant GEMV/GEMM, RMSNorm, rope, KV cache, attention, SwiGLU, sampling) (kernels_cuda/cuda, in kernels/kernels_cuda.cu)
-//   12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cuda)
+//   12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cuda)
 //   13. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
 //   14. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   15. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -1394,7 +1394,7 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cuda (ckb) ====
+// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cuda (ckb) ====
 mod forward_decoder {
     use super::*;
 

@@ -21,7 +21,7 @@
 //    6. Kernel dispatch over the compiled tensor types (generated)
 //    7. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //    8. CUDA kernels (dequant GEMV/GEMM, RMSNorm, rope, KV cache, attention, SwiGLU, sampling) (kernels_cuda/cuda, in kernels/kernels_cuda.cu)
-//    9. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cuda)
+//    9. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cuda)
 //   10. Tokenizer (Hugging Face tokenizer.json through the tokenizers crate) (tokenizer_hf/tokenizers)
 //   11. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   12. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -1167,7 +1167,7 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 9. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cuda (ckb) ====
+// ==== 9. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cuda (ckb) ====
 mod forward_decoder {
     use super::*;
 

@@ -28,7 +28,7 @@
 //   13. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   14. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   15. Run state and KV cache (state_kv/f16)
-//   16. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
+//   16. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
 //   17. Tokenizer (SentencePiece vocab with scores and byte fallback, special tokens) (tokenizer_spm/spm)
 //   18. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   19. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -2818,7 +2818,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 16. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 16. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 

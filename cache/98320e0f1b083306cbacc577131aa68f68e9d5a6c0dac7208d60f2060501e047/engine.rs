@@ -25,7 +25,7 @@
 //   10. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   11. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   12. Run state and KV cache (state_kv/f16)
-//   13. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
+//   13. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
 //   14. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
 //   15. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   16. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -2072,7 +2072,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 13. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 13. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 

@@ -27,7 +27,7 @@
 //   12. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   13. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   14. Run state and KV cache (state_kv/f16)
-//   15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
+//   15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
 //   16. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
 //   17. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   18. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -2784,7 +2784,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 

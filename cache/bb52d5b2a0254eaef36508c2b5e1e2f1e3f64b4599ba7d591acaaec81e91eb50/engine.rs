@@ -24,7 +24,7 @@
 //    9. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   10. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   11. Run state and KV cache (state_kv/f16)
-//   12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
+//   12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
 //   13. Tokenizer (Hugging Face tokenizer.json through the tokenizers crate) (tokenizer_hf/tokenizers)
 //   14. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   15. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -2079,7 +2079,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 

@@ -26,7 +26,7 @@
 //   11. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
 //   12. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
 //   13. Run state and KV cache (state_kv/f16)
-//   14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) (forward_decoder/cpu)
+//   14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
 //   15. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
 //   16. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
@@ -2219,7 +2219,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases and rope, SwiGLU) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 

@@ -124,6 +124,11 @@ fn check_finds_broken_references() {
         "ffn_up = \"blk.{n}.ffn_up.weight\"",
         "ffn_up = \"blk.ffn_up.weight\"",
     );
+    edit(
+        "models/qwen2.toml",
+        "activation = \"silu\"",
+        "activation = \"gelu_tanh\"\nsliding_window = { pattern = 0, rope_theta_local = 1e4 }",
+    );
     edit("gates/dot_f32.toml", "dot_f32.bin", "missing.bin");
     edit(
         "targets/sm_89.toml",
@@ -145,6 +150,9 @@ fn check_finds_broken_references() {
         "realizations/dot_q8_0/avx2.rs: not listed in contracts/dot_q8_0.toml `realizations`; list it or remove the file",
         "models/qwen2.toml: graph entry `samplr` is neither a contract nor one of header, dot_kernels, dispatch",
         "models/qwen2.toml: qkv_bias = true but tensors has 2 of attn_q_bias, attn_k_bias, attn_v_bias (all three when true, none when false)",
+        "models/qwen2.toml: activation GeluTanh is computed by `geglu`, which is not in the graph",
+        "models/qwen2.toml: sliding_window and metadata.sliding_window go together (the window's key, and the pattern and local rope base)",
+        "models/qwen2.toml: sliding_window.pattern must be > 0 and sliding_window.rope_theta_local > 0",
         "models/qwen2.toml: tensors.ffn_up = `blk.ffn_up.weight` lacks `{n}` (per-layer tensors name their layer with it, the others must not)",
         "quants/q4_k_m.toml: tensor type `q5_0` has no dot-kernel `contract`; set one in quants/q5_0.toml",
         "targets/sm_89.toml: variant `wgmma` is not used by any contract's realizations",

@@ -109,6 +109,8 @@ enum Cmd {
 enum CkbCmd {
     /// Load every file and check referential integrity.
     Check,
+    /// List what the CKB knows: model families (with their presets), targets, quants, contracts.
+    Ls,
     /// List the proposals under ckb/proposals/ (LLM realizations that passed their gates).
     Proposals,
     /// Promote a proposal into the CKB: `<contract>/<dir>` as `ckb proposals` lists it, or its path.
@@ -177,6 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             files,
         } => review(&env, &contract, interface, &files),
         Cmd::Ckb { cmd: CkbCmd::Check } => ckb_check(&env),
+        Cmd::Ckb { cmd: CkbCmd::Ls } => ckb_ls(&env),
         Cmd::Ckb {
             cmd: CkbCmd::Proposals,
         } => ckb_proposals(&env),
@@ -222,6 +225,38 @@ fn review(env: &Env, contract: &str, interface: bool, files: &[PathBuf]) -> anyh
         );
     }
     Ok(problems.is_empty())
+}
+
+/// The values `model`, `hw` and `quant` take with this CKB, and its contracts.
+fn ckb_ls(env: &Env) -> anyhow::Result<bool> {
+    let ckb = env.ckb()?;
+    out!("model families (model = \"<family>\" reads dims from the file; a preset bakes them in):");
+    for (id, m) in &ckb.models {
+        let presets: Vec<&str> = m.presets.iter().map(|p| p.name.as_str()).collect();
+        let presets = if presets.is_empty() {
+            String::new()
+        } else {
+            format!("; presets: {}", presets.join(", "))
+        };
+        out!("  {id:<10} GGUF architecture {:?}{presets}", m.gguf_arch);
+    }
+    out!("targets (hw = \"<target>\", or \"native\"):");
+    for (id, t) in &ckb.targets {
+        out!("  {id:<14} {}", t.summary);
+    }
+    // quant = takes quantizations of whole files; the others are tensor types inside them
+    let (files, types): (Vec<_>, Vec<_>) = ckb.quants.values().partition(|q| Ckb::is_file_quant(q));
+    let ids = |v: &[&metainfer_build::ckb::schema::Quant]| {
+        v.iter()
+            .map(|q| q.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    out!("quants (quant = \"<quant>\"): {}", ids(&files));
+    out!("tensor types inside them: {}", ids(&types));
+    let contracts: Vec<&str> = ckb.contracts.keys().map(String::as_str).collect();
+    out!("contracts ({}): {}", contracts.len(), contracts.join(", "));
+    Ok(true)
 }
 
 fn ckb_proposals(env: &Env) -> anyhow::Result<bool> {

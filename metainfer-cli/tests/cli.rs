@@ -335,6 +335,17 @@ fn ckb_proposals_and_adopt_refusals() {
     let k = ckb.to_str().unwrap();
     let (ok, out, _) = metainfer(&ws.root, &["--ckb", k, "ckb", "proposals"]);
     assert!(ok && out.contains("no proposals"), "{out}");
+    // `ckb ls`, which error messages point to for the families the ckb knows
+    let (ok, out, _) = metainfer(&ws.root, &["--ckb", k, "ckb", "ls"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("qwen2      GGUF architecture \"qwen2\"; presets: qwen2.5-0.5b"),
+        "{out}"
+    );
+    assert!(
+        out.contains("quants (quant = \"<quant>\"): ") && out.contains("q4_k_m"),
+        "{out}"
+    );
     let (ok, _, err) = metainfer(&ws.root, &["--ckb", k, "ckb", "adopt", "dot_f32/nope"]);
     assert!(!ok);
     assert!(

@@ -6,7 +6,7 @@
 
 mod common;
 use demo_engine::{load, Which};
-use metainfer::{GenParams, Message};
+use metainfer::Message;
 
 #[test]
 fn gemma3_greedy_tokens_match_llama_cpp() {
@@ -42,31 +42,11 @@ fn gemma3_chat_renders_the_ckb_template_and_follows_llama_cpp() {
         prompt,
         "<bos><start_of_turn>user\nWrite a haiku about the sea.<end_of_turn>\n<start_of_turn>model\n"
     );
-    let (near_tie, cases) = common::llama_cpp_greedy_cases("gemma3");
-    let Some((margins, _, want)) = cases.iter().find(|c| c.1 == prompt) else {
-        panic!("no llama.cpp case renders as {prompt:?}");
-    };
     let ids = m.encode(&prompt);
     assert_eq!(
         ids.iter().filter(|&&i| Some(i) == m.bos_to_add()).count(),
         1,
         "one BOS"
     );
-    let (gen, _) = m
-        .generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true)
-        .unwrap();
-    let must = margins
-        .iter()
-        .position(|&x| x < near_tie)
-        .unwrap_or(want.len());
-    let same = gen.iter().zip(want).take_while(|(a, b)| a == b).count();
-    println!(
-        "chat: {same}/{} ids as llama.cpp's (first near tie at step {must}): {:?}",
-        want.len(),
-        m.decode(&gen)
-    );
-    assert!(
-        same >= must,
-        "chat reply diverges from llama.cpp at step {same}: {gen:?} vs {want:?}"
-    );
+    common::chat_follows_llama_cpp(m.as_mut(), "gemma3", &prompt);
 }

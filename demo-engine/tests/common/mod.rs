@@ -159,3 +159,36 @@ pub fn perplexity_against_llama_cpp(path: &std::path::Path, arch: &str) {
 pub fn gemma3() -> Option<PathBuf> {
     model_file("METAINFER_REAL_MODEL_GEMMA3", "gemma-3-270m-q4_k_m.gguf")
 }
+
+/// Greedy-decodes the rendered chat `prompt` with `m` and checks the reply against llama.cpp's
+/// recorded one for the same text (vectors/llamacpp_greedy_<arch>.txt): equal up to the first
+/// step whose llama.cpp margin is below the file's near tie. Returns that step.
+pub fn chat_follows_llama_cpp(m: &mut dyn demo_engine::Model, arch: &str, prompt: &str) -> usize {
+    let (near_tie, cases) = llama_cpp_greedy_cases(arch);
+    let Some((margins, _, want)) = cases.iter().find(|c| c.1 == prompt) else {
+        panic!("no llama.cpp case renders as {prompt:?}: the template differs from llama.cpp's");
+    };
+    let ids = m.encode(prompt);
+    let (gen, _) = m
+        .generate_ids(
+            &ids,
+            &metainfer::GenParams::greedy(want.len()),
+            &mut |_, _| true,
+        )
+        .unwrap();
+    let must = margins
+        .iter()
+        .position(|&x| x < near_tie)
+        .unwrap_or(want.len());
+    let same = gen.iter().zip(want).take_while(|(a, b)| a == b).count();
+    println!(
+        "chat: {same}/{} ids as llama.cpp's (first near tie at step {must}): {:?}",
+        want.len(),
+        m.decode(&gen)
+    );
+    assert!(
+        same >= must,
+        "chat reply diverges from llama.cpp at step {same}: {gen:?} vs {want:?}"
+    );
+    must
+}

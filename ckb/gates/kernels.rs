@@ -26,7 +26,9 @@
 // vec_ops:            ggml_expf, swiglu and softmax_exp (vec_ops): ggml_expf within 2e-7
 //                     (relative) of f64 exp over [-87, 88]; on committed vectors recorded from
 //                     ggml's own ggml_v_expf / ggml_v_silu (scripts/anchor/ggml-expf-vectors.sh),
-//                     expf and swiglu bitwise; softmax_exp's values and sum in ggml's order.
+//                     expf and swiglu bitwise; softmax_exp's values and sum in ggml's order;
+//                     attend_many bitwise attend for each of its queries (windowed and full
+//                     spans, head sizes with and without a partial lane group).
 // Each gate prints one line `GATE <id> key=value ...` before asserting.
 
 struct GateRng(u64);
@@ -610,7 +612,31 @@ fn gate_vec_ops() {
             }
         },
     }
-    println!("GATE vec_ops exp_max_rel_err={max_rel:e} vector_cases={cases} vector_mismatches={mismatches}");
+    // attend_many: each query's output has the bits of attend on its own rows (batch form), for
+    // head sizes with and without a partial lane group, spans of a causal window (each query's
+    // rows shifted by one, ends unaligned with the lanes and the row blocks) and of a full prefix
+    let mut rng = GateRng::new(41);
+    let mut attend_cases = 0usize;
+    for (hd, m, rows_n, window) in [(64usize, 8usize, 150usize, 0usize), (256, 12, 97, 40), (40, 5, 70, 0), (128, 3, 33, 9), (8, 1, 1, 0), (36, 4, 21, 0)] {
+        let to16 = |v: f32| rt::half::f16::from_f32(v);
+        let (k, v): (Vec<rt::half::f16>, Vec<rt::half::f16>) = (0..rows_n * hd).map(|_| (to16(rng.normal()), to16(rng.normal()))).unzip();
+        let q: Vec<f32> = (0..m * hd).map(|_| 2.0 * rng.normal()).collect();
+        let spans: Vec<std::ops::Range<usize>> = (0..m).map(|j| {
+            let end = rows_n - (m - 1 - j);
+            if window == 0 { 0..end } else { end.saturating_sub(window)..end }
+        }).collect();
+        let mut out = vec![0.0f32; m * hd];
+        attend_many(&q, &spans, (&k, &v), &mut out);
+        for (j, sp) in spans.iter().enumerate() {
+            let mut want = vec![0.0f32; hd];
+            attend(&q[j * hd..][..hd], (&k[sp.start * hd..sp.end * hd], &v[sp.start * hd..sp.end * hd]), false, &mut want);
+            attend_cases += 1;
+            if want.iter().zip(&out[j * hd..][..hd]).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                failures.push(format!("attend_many: hd {hd}, query {j} of {m} over rows {sp:?} differs from attend"));
+            }
+        }
+    }
+    println!("GATE vec_ops exp_max_rel_err={max_rel:e} vector_cases={cases} vector_mismatches={mismatches} attend_many_cases={attend_cases}");
     assert!(failures.is_empty(), "vec_ops gate failed:\n{}", failures.join("\n"));
 }
 

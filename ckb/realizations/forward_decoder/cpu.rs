@@ -272,12 +272,31 @@ fn rope(x: &mut [f32], rot: &[(f32, f32)]) {
 /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
 /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
 /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
+/// A batch goes as tiles of ATT_TILE tokens, one task each, the last (longest) first: per kv
+/// head, the tile's queries of every head sharing it in one `attend_many` (its rows widened once).
 fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
-    let (hd, n) = (c.head_dim, att.len() / c.q_dim);
-    par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
-        let (t, h) = (task / c.n_head, task % c.n_head);
-        let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), (pos + t + 1).saturating_sub(window), pos + t + 1);
-        attend(&q[t * c.q_dim + h * hd..][..hd], kvs, n == 1, out);
+    const ATT_TILE: usize = 4;
+    let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);
+    if n == 1 {
+        return par_chunks_mut(pool, att, hd, &|h, out: &mut [f32]| {
+            let kvs = kv.head(layer, h / g, (pos + 1).saturating_sub(window), pos + 1);
+            attend(&q[h * hd..][..hd], kvs, true, out);
+        });
+    }
+    let tiles: Vec<std::sync::Mutex<&mut [f32]>> = att.chunks_mut(ATT_TILE * c.q_dim).map(std::sync::Mutex::new).collect();
+    pool.run(tiles.len(), &|task| {
+        let i = tiles.len() - 1 - task;
+        let mut out = tiles[i].lock().unwrap_or_else(|e| e.into_inner());
+        let (t0, tn) = (i * ATT_TILE, out.len() / c.q_dim);
+        let lo = (pos + t0 + 1).saturating_sub(window);
+        let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).flat_map(|t| std::iter::repeat_n((pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo, g)).collect();
+        let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
+        for kh in 0..c.n_head_kv {
+            let at = |t: usize| (t0 + t) * c.q_dim + kh * g * hd..(t0 + t) * c.q_dim + (kh + 1) * g * hd;
+            (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
+            attend_many(&qs, &spans, kv.head(layer, kh, lo, pos + t0 + tn), &mut os);
+            (0..tn).for_each(|t| out[at(t).start - t0 * c.q_dim..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
+        }
     });
 }
 

@@ -92,9 +92,97 @@ fn dot<const L: usize>(a: &[f32], b: &[f32]) -> f32 {
         add(&ra, &rb);
     }
     ca.zip(cb).for_each(|(x, y)| add(x, y));
+    fold_lanes::<L>(&r)
+}
+
+/// The sum of a dot's `L` lanes (`r` as `dot` fills it) in llama.cpp's order.
+#[inline(always)]
+fn fold_lanes<const L: usize>(r: &[[f32; 8]; 4]) -> f32 {
     let s: [f32; 8] = std::array::from_fn(|l| if L == 32 { (r[0][l] + r[2][l]) + (r[1][l] + r[3][l]) } else { r[0][l] });
     let t: [f32; 4] = std::array::from_fn(|l| s[l] + s[l + 4]);
     if L == 32 { (t[0] + t[1]) + (t[2] + t[3]) } else { (t[0] + t[2]) + (t[1] + t[3]) }
+}
+
+/// The inner loops of `heads`: `scores`, `accumulate` and `round16` (their signatures).
+type HeadKernels = (fn(&[f32], &[f32], f32, &mut [f32]), fn(&mut [f32], &[f32], usize, &[f32]), fn(&mut [f32]));
+
+/// `x = f32(f16(x))` (round to nearest even), value by value.
+#[inline(always)]
+fn round16(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v = rt::half::f16::from_f32(*v).to_f32());
+}
+
+/// `p[i] = dot::<L>(q, row i of rows) * scale`, row by row.
+#[inline(always)]
+fn scores<const L: usize>(q: &[f32], rows: &[f32], scale: f32, p: &mut [f32]) {
+    rows.chunks_exact(q.len()).zip(p).for_each(|(k, s)| *s = dot::<L>(q, k) * scale);
+}
+
+/// `acc[i % L] += p[k] * v[k]` for the rows k of `v` (`[n][hd]`), i = i0 + k: each lane row of
+/// `acc` (`[L][hd]`) summed in position order as `head` sums it, position by position.
+#[inline(always)]
+fn accumulate<const L: usize>(acc: &mut [f32], p: &[f32], i0: usize, v: &[f32]) {
+    let hd = acc.len() / L;
+    for (k, (&wt, v)) in p.iter().zip(v.chunks_exact(hd)).enumerate() {
+        acc[(i0 + k) % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += wt * v);
+    }
+}
+
+/// Several queries' attention over one kv head's rows in one pass, query j's result bitwise
+/// `head::<L>` on its own rows: query j (`q[j * hd..][..hd]`) attends to rows `spans[j]` of
+/// `(K, V)` (`[positions][hd]` each), its output to `out[j * hd..][..hd]`. The rows are widened
+/// `KV_BLOCK` at a time once for all the queries rather than once per query. `kernels`: the
+/// realization's `scores`, `accumulate` and `round16` (these lane forms, or faster ones with their
+/// bits).
+#[inline(always)]
+fn heads<const L: usize>(q: &[f32], spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
+    const KV_BLOCK: usize = 32;
+    let (m, hd) = (spans.len(), out.len() / spans.len().max(1));
+    assert!(q.len() == m * hd && out.len() == m * hd, "{m} queries: q of {} and out of {} values", q.len(), out.len());
+    let (lo, hi) = (spans.iter().map(|s| s.start).min().unwrap_or(0), spans.iter().map(|s| s.end).max().unwrap_or(0));
+    assert!(hi * hd <= kh.len() && kh.len() == vh.len(), "spans up to row {hi} of {} rows", kh.len() / hd.max(1));
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut q = q.to_vec();
+    (kernels.2)(&mut q);
+    // Query j's scores at p[j * w..], padded to a multiple of 32 with -inf as `head` pads them.
+    let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
+    let mut p = vec![f32::NEG_INFINITY; m * w];
+    let mut rows = vec![0.0f32; KV_BLOCK * hd];
+    let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>)| {
+        for (j, sp) in spans.iter().enumerate() {
+            let (a, b) = (sp.start.max(s), sp.end.min(e));
+            if a < b {
+                f(j, a - sp.start..b - sp.start);
+            }
+        }
+    };
+    for s in (lo..hi).step_by(KV_BLOCK) {
+        let e = (s + KV_BLOCK).min(hi);
+        widen(&kh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
+        each(s, e, &mut |j, r| {
+            let k = &rows[(spans[j].start + r.start - s) * hd..(spans[j].start + r.end - s) * hd];
+            (kernels.0)(&q[j * hd..][..hd], k, scale, &mut p[j * w + r.start..j * w + r.end]);
+        });
+    }
+    for (j, sp) in spans.iter().enumerate() {
+        let pj = &mut p[j * w..][..sp.len().div_ceil(32) * 32];
+        let max = pj[..sp.len()].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let inv = (1.0 / softmax_exp(pj, max)) as f32;
+        pj.iter_mut().for_each(|v| *v *= inv);
+        (kernels.2)(pj);
+    }
+    let mut acc = vec![0.0f32; m * L * hd]; // query j's lane rows at acc[j * L * hd..], as in `head`
+    for s in (lo..hi).step_by(KV_BLOCK) {
+        let e = (s + KV_BLOCK).min(hi);
+        widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
+        each(s, e, &mut |j, r| {
+            let v = &rows[(spans[j].start + r.start - s) * hd..(spans[j].start + r.end - s) * hd];
+            (kernels.1)(&mut acc[j * L * hd..][..L * hd], &p[j * w + r.start..j * w + r.end], r.start, v);
+        });
+    }
+    for (o, a) in out.chunks_exact_mut(hd).zip(acc.chunks_exact_mut(L * hd)) {
+        o.copy_from_slice(fold::<L>(a, hd));
+    }
 }
 
 /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,

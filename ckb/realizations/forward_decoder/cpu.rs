@@ -12,9 +12,6 @@ pub struct Engine {
     pub(crate) history: Vec<u32>,               // [n_past] tokens whose K/V are in `kv`
 }
 
-/// The context the engine allocates when neither the constraints nor the caller say otherwise.
-pub(crate) const DEFAULT_MAX_SEQ: usize = 4096;
-
 impl Engine {
     /// Maps and validates the model file, checks that it is what this engine was generated for,
     /// and allocates the run state. Threads default to the machine's available parallelism.
@@ -31,7 +28,10 @@ impl Engine {
             ));
         }
         let template = ChatTemplate::from_gguf(&gguf)?;
-        let max_seq = cfg.context_length.min(MAX_SEQ.unwrap_or(DEFAULT_MAX_SEQ));
+        // The model's trained context, or the constraints' max_seq where smaller. The cache is
+        // allocated zeroed (calloc: pages come as positions fill), so a long context costs
+        // memory only as it is used.
+        let max_seq = MAX_SEQ.map_or(cfg.context_length, |m| m.min(cfg.context_length));
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         Ok(Engine {
             kv: KvCache::new(&cfg, max_seq),

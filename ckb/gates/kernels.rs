@@ -613,26 +613,31 @@ fn gate_vec_ops() {
         },
     }
     // attend_many: each query's output has the bits of attend on its own rows (batch form), for
-    // head sizes with and without a partial lane group, spans of a causal window (each query's
-    // rows shifted by one, ends unaligned with the lanes and the row blocks) and of a full prefix
+    // head sizes with and without a partial lane group, 1 to 7 heads per token (the kernels' tiles
+    // of up to four queries and their remainders), spans of a causal window (each token's rows
+    // shifted by one, ends unaligned with the lanes and the row blocks) and of a full prefix
     let mut rng = GateRng::new(41);
     let mut attend_cases = 0usize;
-    for (hd, m, rows_n, window) in [(64usize, 8usize, 150usize, 0usize), (256, 12, 97, 40), (40, 5, 70, 0), (128, 3, 33, 9), (8, 1, 1, 0), (36, 4, 21, 0)] {
+    let shapes = [(64usize, 7usize, 3usize, 150usize, 0usize), (256, 4, 3, 97, 40), (40, 5, 2, 170, 0), (128, 3, 4, 33, 9), (8, 1, 1, 1, 0), (36, 2, 4, 21, 0), (24, 6, 2, 75, 30)];
+    for (hd, g, nt, rows_n, window) in shapes {
         let to16 = |v: f32| rt::half::f16::from_f32(v);
         let (k, v): (Vec<rt::half::f16>, Vec<rt::half::f16>) = (0..rows_n * hd).map(|_| (to16(rng.normal()), to16(rng.normal()))).unzip();
-        let q: Vec<f32> = (0..m * hd).map(|_| 2.0 * rng.normal()).collect();
-        let spans: Vec<std::ops::Range<usize>> = (0..m).map(|j| {
-            let end = rows_n - (m - 1 - j);
-            if window == 0 { 0..end } else { end.saturating_sub(window)..end }
-        }).collect();
-        let mut out = vec![0.0f32; m * hd];
-        attend_many(&q, &spans, (&k, &v), &mut out);
-        for (j, sp) in spans.iter().enumerate() {
+        let q: Vec<f32> = (0..nt * g * hd).map(|_| 2.0 * rng.normal()).collect();
+        let spans: Vec<std::ops::Range<usize>> = (0..nt)
+            .map(|t| {
+                let end = rows_n - (nt - 1 - t);
+                if window == 0 { 0..end } else { end.saturating_sub(window)..end }
+            })
+            .collect();
+        let mut out = vec![0.0f32; nt * g * hd];
+        attend_many(&q, hd, &spans, (&k, &v), &mut out);
+        for j in 0..nt * g {
+            let sp = &spans[j / g];
             let mut want = vec![0.0f32; hd];
             attend(&q[j * hd..][..hd], (&k[sp.start * hd..sp.end * hd], &v[sp.start * hd..sp.end * hd]), false, &mut want);
             attend_cases += 1;
             if want.iter().zip(&out[j * hd..][..hd]).any(|(a, b)| a.to_bits() != b.to_bits()) {
-                failures.push(format!("attend_many: hd {hd}, query {j} of {m} over rows {sp:?} differs from attend"));
+                failures.push(format!("attend_many: hd {hd}, query {} of token {} over rows {sp:?} differs from attend", j % g, j / g));
             }
         }
     }

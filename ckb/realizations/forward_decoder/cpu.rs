@@ -289,12 +289,12 @@ fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize,
         let mut out = tiles[i].lock().unwrap_or_else(|e| e.into_inner());
         let (t0, tn) = (i * ATT_TILE, out.len() / c.q_dim);
         let lo = (pos + t0 + 1).saturating_sub(window);
-        let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).flat_map(|t| std::iter::repeat_n((pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo, g)).collect();
+        let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).map(|t| (pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo).collect();
         let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
         for kh in 0..c.n_head_kv {
             let at = |t: usize| (t0 + t) * c.q_dim + kh * g * hd..(t0 + t) * c.q_dim + (kh + 1) * g * hd;
             (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
-            attend_many(&qs, &spans, kv.head(layer, kh, lo, pos + t0 + tn), &mut os);
+            attend_many(&qs, hd, &spans, kv.head(layer, kh, lo, pos + t0 + tn), &mut os);
             (0..tn).for_each(|t| out[at(t).start - t0 * c.q_dim..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
         }
     });

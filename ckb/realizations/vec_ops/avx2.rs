@@ -11,89 +11,152 @@ unsafe fn attend_avx2(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: 
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_many_avx2(q: &[f32], spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
-    heads::<8>(q, spans, kv, widen_f16c, (scores8, accumulate8, round16_f16c), out)
+unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+    heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate8, round16_f16c), out)
 }
 
-/// `scores::<8>` with its bits (`p[i] = dot::<8>(q, row i) * scale`), four rows at a time: four
-/// independent 8-lane sums rather than one dependent chain. Each product is of two f16 values
-/// (exact in f32), so an fma adds what `r + x * y` adds.
-fn scores8(q: &[f32], rows: &[f32], scale: f32, p: &mut [f32]) {
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run(q: &[f32], rows: &[f32], scale: f32, p: &mut [f32]) {
-        use std::arch::x86_64::*;
-        // The lane fold of dot::<8>: t = lo + hi (t[l] = s[l] + s[l + 4]), (t0 + t2) + (t1 + t3).
-        let fold = |r: __m256| {
-            let t = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-            let u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-            _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)))
-        };
-        let hd = q.len();
-        let (qp, n) = (q.as_ptr(), p.len());
-        let mut i = 0;
-        while i + 4 <= n {
-            let k = rows[i * hd..(i + 4) * hd].as_ptr();
-            let mut r = [_mm256_setzero_ps(); 4];
-            for c in (0..hd).step_by(8) {
-                let x = _mm256_loadu_ps(qp.add(c));
-                for (u, r) in r.iter_mut().enumerate() {
-                    *r = _mm256_fmadd_ps(x, _mm256_loadu_ps(k.add(u * hd + c)), *r);
-                }
-            }
-            let [a, b, c, d] = r;
-            p[i..i + 4].copy_from_slice(&[fold(a) * scale, fold(b) * scale, fold(c) * scale, fold(d) * scale]);
-            i += 4;
-        }
-        for (k, s) in rows[i * hd..].chunks_exact(hd).zip(&mut p[i..]) {
-            let mut r = _mm256_setzero_ps();
-            for c in (0..hd).step_by(8) {
-                r = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c)), _mm256_loadu_ps(k.as_ptr().add(c)), r);
-            }
-            *s = fold(r) * scale;
-        }
-    }
-    if q.len() % 8 != 0 {
-        return scores::<8>(q, rows, scale, p);
-    }
-    assert!(rows.len() == p.len() * q.len(), "{} rows of {} values for {} scores", rows.len() / q.len().max(1), q.len(), p.len());
-    // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; every
-    // load is of 8 values at c < hd (hd a multiple of 8) inside q or a row of `rows` (checked).
-    unsafe { run(q, rows, scale, p) }
+// The lane fold of dot::<8>: t = lo + hi (t[l] = s[l] + s[l + 4]), then (t0 + t2) + (t1 + t3).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn fold8(r: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let t = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+    let u = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)))
 }
 
-/// `accumulate::<8>` with its bits: each whole group of 8 positions (lanes 0..8 in order) goes
-/// eight registers at a time, one per lane row, down each 8-column strip, so `acc` is loaded and
-/// stored once per strip and block rather than once per position; an fma adds what `a + w * v`
-/// adds (w and v are f16 values, their product exact in f32).
-fn accumulate8(acc: &mut [f32], p: &[f32], i0: usize, v: &[f32]) {
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run(acc: &mut [f32], p: &[f32], v: &[f32]) {
-        use std::arch::x86_64::*;
-        let (hd, a, vp) = (acc.len() / 8, acc.as_mut_ptr(), v.as_ptr());
+// Q queries (at q, `hd` apart) x the n rows at k: p[x * w + i] = dot::<8>(q_x, row i) * scale,
+// two rows at a time (2Q independent 8-lane sums; each row strip loaded once for the Q queries).
+// Each product is of two f16 values (exact in f32), so an fma adds what `r + x * y` adds.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn scores8_tile<const Q: usize>(q: *const f32, hd: usize, k: *const f32, n: usize, scale: f32, p: *mut f32, w: usize) {
+    use std::arch::x86_64::*;
+    let mut i = 0;
+    while i + 2 <= n {
+        let mut r = [[_mm256_setzero_ps(); 2]; Q];
         for c in (0..hd).step_by(8) {
-            let mut r: [__m256; 8] = std::array::from_fn(|l| _mm256_loadu_ps(a.add(l * hd + c)));
-            for (g, pg) in p.chunks_exact(8).enumerate() {
-                for (l, r) in r.iter_mut().enumerate() {
-                    *r = _mm256_fmadd_ps(_mm256_set1_ps(pg[l]), _mm256_loadu_ps(vp.add((8 * g + l) * hd + c)), *r);
-                }
+            let (k0, k1) = (_mm256_loadu_ps(k.add(i * hd + c)), _mm256_loadu_ps(k.add((i + 1) * hd + c)));
+            for (x, r) in r.iter_mut().enumerate() {
+                let qx = _mm256_loadu_ps(q.add(x * hd + c));
+                r[0] = _mm256_fmadd_ps(qx, k0, r[0]);
+                r[1] = _mm256_fmadd_ps(qx, k1, r[1]);
             }
-            r.iter().enumerate().for_each(|(l, r)| _mm256_storeu_ps(a.add(l * hd + c), *r));
+        }
+        for (x, r) in r.iter().enumerate() {
+            *p.add(x * w + i) = fold8(r[0]) * scale;
+            *p.add(x * w + i + 1) = fold8(r[1]) * scale;
+        }
+        i += 2;
+    }
+    if i < n {
+        let mut r = [_mm256_setzero_ps(); Q];
+        for c in (0..hd).step_by(8) {
+            let k0 = _mm256_loadu_ps(k.add(i * hd + c));
+            r.iter_mut().enumerate().for_each(|(x, r)| *r = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(x * hd + c)), k0, *r));
+        }
+        r.iter().enumerate().for_each(|(x, r)| *p.add(x * w + i) = fold8(*r) * scale);
+    }
+}
+
+/// `scores::<8>` with its bits, up to four queries by two rows at a time (scores8_tile).
+fn scores8(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usize) {
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usize) {
+        let (g, n) = (q.len() / hd, rows.len() / hd);
+        let mut u = 0;
+        while u < g {
+            let (qu, pu) = (q.as_ptr().add(u * hd), p.as_mut_ptr().add(u * w));
+            match g - u {
+                1 => scores8_tile::<1>(qu, hd, rows.as_ptr(), n, scale, pu, w),
+                2 => scores8_tile::<2>(qu, hd, rows.as_ptr(), n, scale, pu, w),
+                3 => scores8_tile::<3>(qu, hd, rows.as_ptr(), n, scale, pu, w),
+                _ => scores8_tile::<4>(qu, hd, rows.as_ptr(), n, scale, pu, w),
+            }
+            u += 4;
         }
     }
-    let hd = acc.len() / 8;
-    if hd % 8 != 0 {
-        return accumulate::<8>(acc, p, i0, v);
+    let (g, n) = (q.len() / hd.max(1), rows.len() / hd.max(1));
+    if hd % 8 != 0 || g == 0 || n == 0 {
+        return scores::<8>(q, hd, rows, scale, p, w);
     }
-    let n = p.len();
+    assert!(q.len() == g * hd && rows.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "scores of {g} queries x {n} rows in {} values at stride {w}", p.len());
+    // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; every
+    // load is of 8 values at c < hd (a multiple of 8) inside a query of q or a row of `rows`, and
+    // every store at x * w + i < (g - 1) * w + n <= p.len() (checked above).
+    unsafe { run(q, hd, rows, scale, p, w) }
+}
+
+// Q queries' lane rows (acc, each [8][hd], 8 * hd apart) += their weights (p, w apart) times the
+// rows of `ng` whole groups of 8 positions at v (position 8 * gi + l in lane l), columns c..c + 8S:
+// per lane the Q x S accumulators stay in registers down every group, and each strip of a row is
+// loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
+// their product exact in f32).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn accumulate8_tile<const Q: usize, const S: usize>(acc: *mut f32, hd: usize, c: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
+    use std::arch::x86_64::*;
+    for l in 0..8 {
+        let mut r = [[_mm256_setzero_ps(); S]; Q];
+        for (x, r) in r.iter_mut().enumerate() {
+            r.iter_mut().enumerate().for_each(|(z, r)| *r = _mm256_loadu_ps(acc.add(x * 8 * hd + l * hd + c + 8 * z)));
+        }
+        for gi in 0..ng {
+            let i = 8 * gi + l;
+            let vs: [__m256; S] = std::array::from_fn(|z| _mm256_loadu_ps(v.add(i * hd + c + 8 * z)));
+            for (x, r) in r.iter_mut().enumerate() {
+                let b = _mm256_set1_ps(*p.add(x * w + i));
+                r.iter_mut().zip(&vs).for_each(|(r, v)| *r = _mm256_fmadd_ps(b, *v, *r));
+            }
+        }
+        for (x, r) in r.iter().enumerate() {
+            r.iter().enumerate().for_each(|(z, r)| _mm256_storeu_ps(acc.add(x * 8 * hd + l * hd + c + 8 * z), *r));
+        }
+    }
+}
+
+/// `accumulate::<8>` with its bits: the whole groups of 8 positions (lanes 0..8 in order) by
+/// accumulate8_tile, up to four queries and 16 columns at a time; the positions before the first
+/// and after the last whole group one at a time.
+fn accumulate8(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run(acc: &mut [f32], hd: usize, p: &[f32], w: usize, v: &[f32], ng: usize) {
+        let g = acc.len() / (8 * hd);
+        let mut u = 0;
+        while u < g {
+            let (a, pu, vp) = (acc.as_mut_ptr().add(u * 8 * hd), p.as_ptr().add(u * w), v.as_ptr());
+            let mut c = 0;
+            while c < hd {
+                let wide = c + 16 <= hd;
+                match (g - u, wide) {
+                    (1, true) => accumulate8_tile::<1, 2>(a, hd, c, pu, w, vp, ng),
+                    (2, true) => accumulate8_tile::<2, 2>(a, hd, c, pu, w, vp, ng),
+                    (3, true) => accumulate8_tile::<3, 2>(a, hd, c, pu, w, vp, ng),
+                    (_, true) => accumulate8_tile::<4, 2>(a, hd, c, pu, w, vp, ng),
+                    (1, false) => accumulate8_tile::<1, 1>(a, hd, c, pu, w, vp, ng),
+                    (2, false) => accumulate8_tile::<2, 1>(a, hd, c, pu, w, vp, ng),
+                    (3, false) => accumulate8_tile::<3, 1>(a, hd, c, pu, w, vp, ng),
+                    (_, false) => accumulate8_tile::<4, 1>(a, hd, c, pu, w, vp, ng),
+                }
+                c += if wide { 16 } else { 8 };
+            }
+            u += 4;
+        }
+    }
+    let (g, n) = (acc.len() / (8 * hd.max(1)), v.len() / hd.max(1));
+    if hd % 8 != 0 || g == 0 || n == 0 {
+        return accumulate::<8>(acc, hd, p, w, i0, v);
+    }
     let g0 = ((8 - i0 % 8) % 8).min(n); // the first position in lane 0
     let g1 = g0 + (n - g0) / 8 * 8;
-    accumulate::<8>(acc, &p[..g0], i0, &v[..g0 * hd]);
-    assert!(v.len() == n * hd, "{} value rows for {n} weights", v.len() / hd.max(1));
+    assert!(acc.len() == g * 8 * hd && v.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "{g} queries x {n} rows: weights {} values at stride {w}", p.len());
+    accumulate::<8>(acc, hd, p, w, i0, &v[..g0 * hd]);
     // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; the
-    // loads and stores are of 8 values at c < hd (a multiple of 8) in the 8 lane rows of `acc`
-    // and the rows g0..g1 of `v` (checked above).
-    unsafe { run(acc, &p[g0..g1], &v[g0 * hd..g1 * hd]) }
-    accumulate::<8>(acc, &p[g1..], i0 + g1, &v[g1 * hd..]);
+    // loads and stores are of 8 values at columns < hd (a multiple of 8) in the g queries' lane
+    // rows of `acc`, the rows g0..g1 of `v` and the weights x * w + g0 + i < (g - 1) * w + n
+    // (all checked above).
+    unsafe { run(acc, hd, &p[g0..], w, &v[g0 * hd..g1 * hd], (g1 - g0) / 8) }
+    accumulate::<8>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
 }
 
 /// `round16` with F16C, eight values an instruction pair (round to nearest even, as `half`).
@@ -141,9 +204,9 @@ pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: b
     unsafe { attend_avx2(q, kv, one, out) }
 }
 
-/// Several queries of a batch over one kv head's rows (`heads`): query j's output bitwise
-/// `attend(q_j, rows spans[j] of kv, false, out_j)`.
-pub(crate) fn attend_many(q: &[f32], spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+/// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
+/// g queries over rows `spans[t]`; each query's output bitwise `attend(q, its rows, false, ..)`.
+pub(crate) fn attend_many(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
     // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-    unsafe { attend_many_avx2(q, spans, kv, out) }
+    unsafe { attend_many_avx2(q, hd, spans, kv, out) }
 }

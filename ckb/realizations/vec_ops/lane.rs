@@ -104,7 +104,7 @@ fn fold_lanes<const L: usize>(r: &[[f32; 8]; 4]) -> f32 {
 }
 
 /// The inner loops of `heads`: `scores`, `accumulate` and `round16` (their signatures).
-type HeadKernels = (fn(&[f32], &[f32], f32, &mut [f32]), fn(&mut [f32], &[f32], usize, &[f32]), fn(&mut [f32]));
+type HeadKernels = (fn(&[f32], usize, &[f32], f32, &mut [f32], usize), fn(&mut [f32], usize, &[f32], usize, usize, &[f32]), fn(&mut [f32]));
 
 /// `x = f32(f16(x))` (round to nearest even), value by value.
 #[inline(always)]
@@ -112,72 +112,81 @@ fn round16(x: &mut [f32]) {
     x.iter_mut().for_each(|v| *v = rt::half::f16::from_f32(*v).to_f32());
 }
 
-/// `p[i] = dot::<L>(q, row i of rows) * scale`, row by row.
+/// For the queries u of `q` (`[g][hd]`) and rows k of `rows` (`[n][hd]`): `p[u * w + k] =
+/// dot::<L>(q_u, row k) * scale`, one dot at a time.
 #[inline(always)]
-fn scores<const L: usize>(q: &[f32], rows: &[f32], scale: f32, p: &mut [f32]) {
-    rows.chunks_exact(q.len()).zip(p).for_each(|(k, s)| *s = dot::<L>(q, k) * scale);
-}
-
-/// `acc[i % L] += p[k] * v[k]` for the rows k of `v` (`[n][hd]`), i = i0 + k: each lane row of
-/// `acc` (`[L][hd]`) summed in position order as `head` sums it, position by position.
-#[inline(always)]
-fn accumulate<const L: usize>(acc: &mut [f32], p: &[f32], i0: usize, v: &[f32]) {
-    let hd = acc.len() / L;
-    for (k, (&wt, v)) in p.iter().zip(v.chunks_exact(hd)).enumerate() {
-        acc[(i0 + k) % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += wt * v);
+fn scores<const L: usize>(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usize) {
+    for (u, q) in q.chunks_exact(hd).enumerate() {
+        rows.chunks_exact(hd).zip(&mut p[u * w..]).for_each(|(k, s)| *s = dot::<L>(q, k) * scale);
     }
 }
 
-/// Several queries' attention over one kv head's rows in one pass, query j's result bitwise
-/// `head::<L>` on its own rows: query j (`q[j * hd..][..hd]`) attends to rows `spans[j]` of
-/// `(K, V)` (`[positions][hd]` each), its output to `out[j * hd..][..hd]`. The rows are widened
-/// `KV_BLOCK` at a time once for all the queries rather than once per query. `kernels`: the
+/// For the queries u of `acc` (`[g][L][hd]`, each `L` lane rows) and rows k of `v` (`[n][hd]`):
+/// lane row (i0 + k) % L of query u += p[u * w + k] * v[k], each lane row summed in position order
+/// as `head` sums it, one position at a time.
+#[inline(always)]
+fn accumulate<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
+    for (u, acc) in acc.chunks_exact_mut(L * hd).enumerate() {
+        for (k, v) in v.chunks_exact(hd).enumerate() {
+            let wt = p[u * w + k];
+            acc[(i0 + k) % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += wt * v);
+        }
+    }
+}
+
+/// A batch's attention over one kv head's rows in one pass: `q` is `[spans.len()][g][hd]`, the
+/// g heads sharing the kv head for each of the batch's tokens; token t's queries attend to rows
+/// `spans[t]` of `(K, V)` (`[positions][hd]` each), and each query's output (`out`, shaped as `q`)
+/// is bitwise `head::<L>` on its own rows. The rows are widened `KV_BLOCK` at a time once for all
+/// the queries, and each step of the inner loops works on a token's g queries at once (the same
+/// rows), so the rows are read once per token rather than once per query. `kernels`: the
 /// realization's `scores`, `accumulate` and `round16` (these lane forms, or faster ones with their
 /// bits).
 #[inline(always)]
-fn heads<const L: usize>(q: &[f32], spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
-    const KV_BLOCK: usize = 32;
-    let (m, hd) = (spans.len(), out.len() / spans.len().max(1));
-    assert!(q.len() == m * hd && out.len() == m * hd, "{m} queries: q of {} and out of {} values", q.len(), out.len());
+fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
+    const KV_BLOCK: usize = 64;
+    let nt = spans.len();
+    let g = q.len() / (hd * nt).max(1);
+    assert!(hd > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
     let (lo, hi) = (spans.iter().map(|s| s.start).min().unwrap_or(0), spans.iter().map(|s| s.end).max().unwrap_or(0));
-    assert!(hi * hd <= kh.len() && kh.len() == vh.len(), "spans up to row {hi} of {} rows", kh.len() / hd.max(1));
+    assert!(hi * hd <= kh.len() && kh.len() == vh.len(), "spans up to row {hi} of {} rows", kh.len() / hd);
     let scale = 1.0 / (hd as f32).sqrt();
     let mut q = q.to_vec();
     (kernels.2)(&mut q);
-    // Query j's scores at p[j * w..], padded to a multiple of 32 with -inf as `head` pads them.
+    // Query (t, u)'s scores at p[(t * g + u) * w..], padded to a multiple of 32 with -inf as
+    // `head` pads them.
     let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
-    let mut p = vec![f32::NEG_INFINITY; m * w];
+    let mut p = vec![f32::NEG_INFINITY; nt * g * w];
     let mut rows = vec![0.0f32; KV_BLOCK * hd];
-    let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>)| {
-        for (j, sp) in spans.iter().enumerate() {
+    // Token t's rows in s..e: (t, rows of the block, its scores' range in p).
+    let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)| {
+        for (t, sp) in spans.iter().enumerate() {
             let (a, b) = (sp.start.max(s), sp.end.min(e));
-            if a < b {
-                f(j, a - sp.start..b - sp.start);
+            if a < b && g > 0 {
+                f(t, (a - s) * hd..(b - s) * hd, t * g * w + a - sp.start..(t * g + g - 1) * w + b - sp.start);
             }
         }
     };
     for s in (lo..hi).step_by(KV_BLOCK) {
         let e = (s + KV_BLOCK).min(hi);
         widen(&kh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
-        each(s, e, &mut |j, r| {
-            let k = &rows[(spans[j].start + r.start - s) * hd..(spans[j].start + r.end - s) * hd];
-            (kernels.0)(&q[j * hd..][..hd], k, scale, &mut p[j * w + r.start..j * w + r.end]);
-        });
+        each(s, e, &mut |t, r, pr| (kernels.0)(&q[t * g * hd..][..g * hd], hd, &rows[r], scale, &mut p[pr], w));
     }
-    for (j, sp) in spans.iter().enumerate() {
-        let pj = &mut p[j * w..][..sp.len().div_ceil(32) * 32];
-        let max = pj[..sp.len()].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    for (j, pj) in p.chunks_exact_mut(w.max(1)).enumerate() {
+        let n = spans[j / g].len();
+        let pj = &mut pj[..n.div_ceil(32) * 32];
+        let max = pj[..n].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let inv = (1.0 / softmax_exp(pj, max)) as f32;
         pj.iter_mut().for_each(|v| *v *= inv);
         (kernels.2)(pj);
     }
-    let mut acc = vec![0.0f32; m * L * hd]; // query j's lane rows at acc[j * L * hd..], as in `head`
+    let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..], as in `head`
     for s in (lo..hi).step_by(KV_BLOCK) {
         let e = (s + KV_BLOCK).min(hi);
         widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
-        each(s, e, &mut |j, r| {
-            let v = &rows[(spans[j].start + r.start - s) * hd..(spans[j].start + r.end - s) * hd];
-            (kernels.1)(&mut acc[j * L * hd..][..L * hd], &p[j * w + r.start..j * w + r.end], r.start, v);
+        each(s, e, &mut |t, r, pr| {
+            let i0 = pr.start - t * g * w;
+            (kernels.1)(&mut acc[t * g * L * hd..][..g * L * hd], hd, &p[pr], w, i0, &rows[r]);
         });
     }
     for (o, a) in out.chunks_exact_mut(hd).zip(acc.chunks_exact_mut(L * hd)) {

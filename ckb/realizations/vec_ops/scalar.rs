@@ -9,9 +9,9 @@ pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: b
     if one { head::<32>(q, kv, widen, out) } else { head::<8>(q, kv, widen, out) }
 }
 
-/// Several queries of a batch over one kv head's rows (`heads`): query j's output bitwise
-/// `attend(q_j, rows spans[j] of kv, false, out_j)`.
-pub(crate) fn attend_many(q: &[f32], spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+/// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
+/// g queries over rows `spans[t]`; each query's output bitwise `attend(q, its rows, false, ..)`.
+pub(crate) fn attend_many(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
     let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-    heads::<8>(q, spans, kv, widen, (scores::<8>, accumulate::<8>, round16), out)
+    heads::<8>(q, hd, spans, kv, widen, (scores::<8>, accumulate::<8>, round16), out)
 }

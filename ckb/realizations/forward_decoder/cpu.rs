@@ -134,26 +134,35 @@ impl Engine {
         if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
         // every head's cos/sin, of the global layers and of the local (sliding-window) ones
-        let rots = [rope_table(n, pos, hd, c.rope_theta), rope_table(n, pos, hd, c.rope_theta_local)];
+        let local_rot = if SWA_PATTERN > 0 { rope_table(n, pos, hd, c.rope_theta_local) } else { Vec::new() };
+        let rots = [rope_table(n, pos, hd, c.rope_theta), local_rot];
         for (l, lw) in w.layers.iter().enumerate() {
             let local = c.is_local(l);
             let rot = &rots[local as usize];
             // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
-            rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
+            par_rmsnorm(pool, &st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
             let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
             let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * qd], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
             products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
-            if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
-                add_rows(&mut st.q[..n * qd], bq);
-                add_rows(&mut st.k[..n * kvd], bk);
+            // per token: biases (where the family has them), per-head q/k norms (where it has
+            // them), rope
+            let (bq, bk) = (&lw.bq, &lw.bk);
+            let mut rows: Vec<(&mut [f32], &mut [f32])> = st.q[..n * qd].chunks_mut(qd).zip(st.k[..n * kvd].chunks_mut(kvd)).collect();
+            par_chunks_mut(pool, &mut rows, 1, &|t, r| {
+                let (q, k) = &mut r[0];
+                if let (Some(bq), Some(bk)) = (bq, bk) {
+                    add_rows(q, bq);
+                    add_rows(k, bk);
+                }
+                norm_opt(q, &lw.q_norm, c.rms_eps);
+                norm_opt(k, &lw.k_norm, c.rms_eps);
+                rope(q, &rot[t * hd / 2..][..hd / 2]);
+                rope(k, &rot[t * hd / 2..][..hd / 2]);
+            });
+            drop(rows);
+            if let Some(bv) = &lw.bv {
                 add_rows(&mut st.v[..n * kvd], bv);
-            }
-            norm_opt(&mut st.q[..n * qd], &lw.q_norm, c.rms_eps); // per head, where the family has q/k norms
-            norm_opt(&mut st.k[..n * kvd], &lw.k_norm, c.rms_eps);
-            for t in 0..n {
-                rope(&mut st.q[t * qd..(t + 1) * qd], &rot[t * hd / 2..][..hd / 2]);
-                rope(&mut st.k[t * kvd..(t + 1) * kvd], &rot[t * hd / 2..][..hd / 2]);
             }
             self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
             let window = if local { c.window } else { usize::MAX };
@@ -162,11 +171,10 @@ impl Engine {
             // x += post_norm(wo · att)
             prepare(pool, &mut st.acts[..n], &st.att[..n * qd], qd, &lw.o_acts);
             products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
-            norm_opt(&mut st.proj[..n * e], &lw.attn_post_norm, c.rms_eps);
-            add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
+            residual(pool, &mut st.x[..n * e], &mut st.proj[..n * e], e, &lw.attn_post_norm, c.rms_eps);
 
             // ffn: x += post_norm(w_down · (act(w_gate · xb) * (w_up · xb))), xb = rmsnorm(x), act = glu's
-            rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
+            par_rmsnorm(pool, &st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
             prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
             let f = c.n_ff;
             let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
@@ -175,8 +183,7 @@ impl Engine {
             par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| glu(g, &up[t * f..(t + 1) * f]));
             prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
             products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
-            norm_opt(&mut st.proj[..n * e], &lw.ffn_post_norm, c.rms_eps);
-            add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
+            residual(pool, &mut st.x[..n * e], &mut st.proj[..n * e], e, &lw.ffn_post_norm, c.rms_eps);
         }
 
         // logits of the last token (or of every token for forward_all)
@@ -233,9 +240,32 @@ fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// `x = rmsnorm(x) * w` over each `w.len()` elements (a head, or a row), when the family has `w`.
+/// `x = rmsnorm(x) * w` over each `w.len()` elements (a head, or a row), when the family has `w`;
+/// in place, the bits of rmsnorm_rows.
 fn norm_opt(x: &mut [f32], w: &Option<Vec<f32>>, eps: f32) {
-    if let Some(w) = w { rmsnorm_rows(&x.to_vec(), w, eps, x) }
+    let Some(w) = w else { return };
+    for xr in x.chunks_exact_mut(w.len()) {
+        let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
+        let scale = 1.0 / ((ss / w.len() as f64) as f32 + eps).sqrt();
+        xr.iter_mut().zip(w).for_each(|(v, &g)| *v = *v * scale * g);
+    }
+}
+
+/// rmsnorm_rows with a token (row) per task.
+fn par_rmsnorm(pool: &Pool, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let d = weight.len();
+    par_chunks_mut(pool, out, d, &|t, o| rmsnorm_rows(&x[t * d..(t + 1) * d], weight, eps, o));
+}
+
+/// `x += post_norm(y)` for each row of `d` values (`post_norm`: rmsnorm times its weight where
+/// the family has one), a token per task.
+fn residual(pool: &Pool, x: &mut [f32], y: &mut [f32], d: usize, post_norm: &Option<Vec<f32>>, eps: f32) {
+    let mut rows: Vec<(&mut [f32], &mut [f32])> = x.chunks_mut(d).zip(y.chunks_mut(d)).collect();
+    par_chunks_mut(pool, &mut rows, 1, &|_, r| {
+        let (x, y) = &mut r[0];
+        norm_opt(y, post_norm, eps);
+        add_rows(x, y);
+    });
 }
 
 /// `x += y`, y repeated over x's rows when it is one row (a bias).

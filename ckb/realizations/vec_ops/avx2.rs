@@ -7,7 +7,8 @@ unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_avx2(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-    if one { head::<32>(q, kv, widen_f16c, out) } else { head::<8>(q, kv, widen_f16c, out) }
+    let rows = [0..kv.0.len() / q.len()];
+    if one { heads::<32>(q, q.len(), &rows, kv, widen_f16c, (scores::<32>, accumulate::<32>, round16_f16c), out) } else { heads::<8>(q, q.len(), &rows, kv, widen_f16c, (scores::<8>, accumulate::<8>, round16_f16c), out) }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -15,147 +16,92 @@ unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>
     heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate8, round16_f16c), out)
 }
 
-// The lane fold of dot::<8>: t = lo + hi (t[l] = s[l] + s[l + 4]), then (t0 + t2) + (t1 + t3).
+// Q queries (at q, hd apart) x the n (even) rows at k: p[x * w + i] = dot::<8>(q_x, row i) *
+// scale, two rows at a time: 2Q independent 8-lane sums, each row strip loaded once for the Q
+// queries; the lanes folded as dot::<8> folds them, t = lo + hi, (t0 + t2) + (t1 + t3). Each
+// product is of two f16 values (exact in f32), so an fma adds what `r + x * y` adds.
 #[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn fold8(r: std::arch::x86_64::__m256) -> f32 {
-    use std::arch::x86_64::*;
-    let t = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-    let u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)))
-}
-
-// Q queries (at q, `hd` apart) x the n rows at k: p[x * w + i] = dot::<8>(q_x, row i) * scale,
-// two rows at a time (2Q independent 8-lane sums; each row strip loaded once for the Q queries).
-// Each product is of two f16 values (exact in f32), so an fma adds what `r + x * y` adds.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
 unsafe fn scores8_tile<const Q: usize>(q: *const f32, hd: usize, k: *const f32, n: usize, scale: f32, p: *mut f32, w: usize) {
     use std::arch::x86_64::*;
-    let mut i = 0;
-    while i + 2 <= n {
+    for i in (0..n).step_by(2) {
         let mut r = [[_mm256_setzero_ps(); 2]; Q];
         for c in (0..hd).step_by(8) {
-            let (k0, k1) = (_mm256_loadu_ps(k.add(i * hd + c)), _mm256_loadu_ps(k.add((i + 1) * hd + c)));
+            let ks = [_mm256_loadu_ps(k.add(i * hd + c)), _mm256_loadu_ps(k.add((i + 1) * hd + c))];
             for (x, r) in r.iter_mut().enumerate() {
                 let qx = _mm256_loadu_ps(q.add(x * hd + c));
-                r[0] = _mm256_fmadd_ps(qx, k0, r[0]);
-                r[1] = _mm256_fmadd_ps(qx, k1, r[1]);
+                r.iter_mut().zip(ks).for_each(|(r, k)| *r = _mm256_fmadd_ps(qx, k, *r));
             }
         }
-        for (x, r) in r.iter().enumerate() {
-            *p.add(x * w + i) = fold8(r[0]) * scale;
-            *p.add(x * w + i + 1) = fold8(r[1]) * scale;
+        for (x, (z, r)) in r.iter().enumerate().flat_map(|(x, r)| r.iter().enumerate().map(move |z| (x, z))) {
+            let t = _mm_add_ps(_mm256_castps256_ps128(*r), _mm256_extractf128_ps(*r, 1));
+            let u = _mm_add_ps(t, _mm_movehl_ps(t, t));
+            *p.add(x * w + i + z) = _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u))) * scale;
         }
-        i += 2;
-    }
-    if i < n {
-        let mut r = [_mm256_setzero_ps(); Q];
-        for c in (0..hd).step_by(8) {
-            let k0 = _mm256_loadu_ps(k.add(i * hd + c));
-            r.iter_mut().enumerate().for_each(|(x, r)| *r = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(x * hd + c)), k0, *r));
-        }
-        r.iter().enumerate().for_each(|(x, r)| *p.add(x * w + i) = fold8(*r) * scale);
     }
 }
 
-/// `scores::<8>` with its bits, up to four queries by two rows at a time (scores8_tile).
+/// `scores::<8>` with its bits: up to four queries by two rows at a time (scores8_tile), an odd
+/// last row by `scores`.
 fn scores8(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usize) {
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usize) {
-        let (g, n) = (q.len() / hd, rows.len() / hd);
-        let mut u = 0;
-        while u < g {
-            let (qu, pu) = (q.as_ptr().add(u * hd), p.as_mut_ptr().add(u * w));
-            match g - u {
-                1 => scores8_tile::<1>(qu, hd, rows.as_ptr(), n, scale, pu, w),
-                2 => scores8_tile::<2>(qu, hd, rows.as_ptr(), n, scale, pu, w),
-                3 => scores8_tile::<3>(qu, hd, rows.as_ptr(), n, scale, pu, w),
-                _ => scores8_tile::<4>(qu, hd, rows.as_ptr(), n, scale, pu, w),
-            }
-            u += 4;
-        }
-    }
-    let (g, n) = (q.len() / hd.max(1), rows.len() / hd.max(1));
-    if hd % 8 != 0 || g == 0 || n == 0 {
+    let (g, n) = (q.len() / hd, rows.len() / hd);
+    if hd % 8 != 0 || n < 2 || g == 0 {
         return scores::<8>(q, hd, rows, scale, p, w);
     }
     assert!(q.len() == g * hd && rows.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "scores of {g} queries x {n} rows in {} values at stride {w}", p.len());
-    // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; every
-    // load is of 8 values at c < hd (a multiple of 8) inside a query of q or a row of `rows`, and
-    // every store at x * w + i < (g - 1) * w + n <= p.len() (checked above).
-    unsafe { run(q, hd, rows, scale, p, w) }
+    let tiles = [scores8_tile::<1>, scores8_tile::<2>, scores8_tile::<3>, scores8_tile::<4>];
+    for u in (0..g).step_by(4) {
+        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; the
+        // loads are of 8 values at c < hd (a multiple of 8) in queries u.. < g and rows < n / 2 * 2,
+        // the stores at x * w + i < (g - 1) * w + n <= p.len() (checked above).
+        unsafe { tiles[(g - u).min(4) - 1](q[u * hd..].as_ptr(), hd, rows.as_ptr(), n / 2 * 2, scale, p[u * w..].as_mut_ptr(), w) }
+    }
+    if n % 2 == 1 {
+        scores::<8>(q, hd, &rows[(n - 1) * hd..], scale, &mut p[n - 1..], w);
+    }
 }
 
 // Q queries' lane rows (acc, each [8][hd], 8 * hd apart) += their weights (p, w apart) times the
-// rows of `ng` whole groups of 8 positions at v (position 8 * gi + l in lane l), columns c..c + 8S:
-// per lane the Q x S accumulators stay in registers down every group, and each strip of a row is
-// loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
+// rows of `ng` whole groups of 8 positions at v (position 8 * gi + l in lane l), 16 columns at a
+// time: per lane the 2Q accumulators stay in registers down every group, and each strip of a row
+// is loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
 // their product exact in f32).
 #[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn accumulate8_tile<const Q: usize, const S: usize>(acc: *mut f32, hd: usize, c: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
+unsafe fn accumulate8_tile<const Q: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
     use std::arch::x86_64::*;
-    for l in 0..8 {
-        let mut r = [[_mm256_setzero_ps(); S]; Q];
-        for (x, r) in r.iter_mut().enumerate() {
-            r.iter_mut().enumerate().for_each(|(z, r)| *r = _mm256_loadu_ps(acc.add(x * 8 * hd + l * hd + c + 8 * z)));
-        }
-        for gi in 0..ng {
-            let i = 8 * gi + l;
-            let vs: [__m256; S] = std::array::from_fn(|z| _mm256_loadu_ps(v.add(i * hd + c + 8 * z)));
+    for (l, c) in (0..8).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
+        let at = |x: usize, z: usize| acc.add(x * 8 * hd + l * hd + c + 8 * z);
+        let mut r: [[__m256; 2]; Q] = std::array::from_fn(|x| [_mm256_loadu_ps(at(x, 0)), _mm256_loadu_ps(at(x, 1))]);
+        for i in (l..8 * ng).step_by(8) {
+            let vs = [_mm256_loadu_ps(v.add(i * hd + c)), _mm256_loadu_ps(v.add(i * hd + c + 8))];
             for (x, r) in r.iter_mut().enumerate() {
                 let b = _mm256_set1_ps(*p.add(x * w + i));
-                r.iter_mut().zip(&vs).for_each(|(r, v)| *r = _mm256_fmadd_ps(b, *v, *r));
+                r.iter_mut().zip(vs).for_each(|(r, v)| *r = _mm256_fmadd_ps(b, v, *r));
             }
         }
-        for (x, r) in r.iter().enumerate() {
-            r.iter().enumerate().for_each(|(z, r)| _mm256_storeu_ps(acc.add(x * 8 * hd + l * hd + c + 8 * z), *r));
-        }
+        r.iter().enumerate().for_each(|(x, r)| r.iter().enumerate().for_each(|(z, r)| _mm256_storeu_ps(at(x, z), *r)));
     }
 }
 
 /// `accumulate::<8>` with its bits: the whole groups of 8 positions (lanes 0..8 in order) by
-/// accumulate8_tile, up to four queries and 16 columns at a time; the positions before the first
-/// and after the last whole group one at a time.
+/// accumulate8_tile, up to four queries at a time; the positions before the first and after the
+/// last whole group by `accumulate`.
 fn accumulate8(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run(acc: &mut [f32], hd: usize, p: &[f32], w: usize, v: &[f32], ng: usize) {
-        let g = acc.len() / (8 * hd);
-        let mut u = 0;
-        while u < g {
-            let (a, pu, vp) = (acc.as_mut_ptr().add(u * 8 * hd), p.as_ptr().add(u * w), v.as_ptr());
-            let mut c = 0;
-            while c < hd {
-                let wide = c + 16 <= hd;
-                match (g - u, wide) {
-                    (1, true) => accumulate8_tile::<1, 2>(a, hd, c, pu, w, vp, ng),
-                    (2, true) => accumulate8_tile::<2, 2>(a, hd, c, pu, w, vp, ng),
-                    (3, true) => accumulate8_tile::<3, 2>(a, hd, c, pu, w, vp, ng),
-                    (_, true) => accumulate8_tile::<4, 2>(a, hd, c, pu, w, vp, ng),
-                    (1, false) => accumulate8_tile::<1, 1>(a, hd, c, pu, w, vp, ng),
-                    (2, false) => accumulate8_tile::<2, 1>(a, hd, c, pu, w, vp, ng),
-                    (3, false) => accumulate8_tile::<3, 1>(a, hd, c, pu, w, vp, ng),
-                    (_, false) => accumulate8_tile::<4, 1>(a, hd, c, pu, w, vp, ng),
-                }
-                c += if wide { 16 } else { 8 };
-            }
-            u += 4;
-        }
-    }
-    let (g, n) = (acc.len() / (8 * hd.max(1)), v.len() / hd.max(1));
-    if hd % 8 != 0 || g == 0 || n == 0 {
-        return accumulate::<8>(acc, hd, p, w, i0, v);
-    }
+    let (g, n) = (acc.len() / (8 * hd), v.len() / hd);
     let g0 = ((8 - i0 % 8) % 8).min(n); // the first position in lane 0
     let g1 = g0 + (n - g0) / 8 * 8;
+    if hd % 16 != 0 || g1 == g0 || g == 0 {
+        return accumulate::<8>(acc, hd, p, w, i0, v);
+    }
     assert!(acc.len() == g * 8 * hd && v.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "{g} queries x {n} rows: weights {} values at stride {w}", p.len());
     accumulate::<8>(acc, hd, p, w, i0, &v[..g0 * hd]);
-    // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; the
-    // loads and stores are of 8 values at columns < hd (a multiple of 8) in the g queries' lane
-    // rows of `acc`, the rows g0..g1 of `v` and the weights x * w + g0 + i < (g - 1) * w + n
-    // (all checked above).
-    unsafe { run(acc, hd, &p[g0..], w, &v[g0 * hd..g1 * hd], (g1 - g0) / 8) }
+    let tiles = [accumulate8_tile::<1>, accumulate8_tile::<2>, accumulate8_tile::<3>, accumulate8_tile::<4>];
+    for u in (0..g).step_by(4) {
+        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; the
+        // loads and stores are of 8 values at columns < hd (a multiple of 16) in the lane rows of
+        // queries u.. < g in `acc`, in rows g0..g1 of `v` and at weights x * w + g0 + i <
+        // (g - 1) * w + n (all checked above).
+        unsafe { tiles[(g - u).min(4) - 1](acc[u * 8 * hd..].as_mut_ptr(), hd, p[u * w + g0..].as_ptr(), w, v[g0 * hd..].as_ptr(), (g1 - g0) / 8) }
+    }
     accumulate::<8>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
 }
 
@@ -198,7 +144,7 @@ pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
     unsafe { swiglu_avx2(gate, up) }
 }
 
-/// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+/// One head's attention, bitwise llama.cpp's (`heads`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
 pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
     // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
     unsafe { attend_avx2(q, kv, one, out) }

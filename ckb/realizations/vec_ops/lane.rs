@@ -43,35 +43,6 @@ pub(crate) fn softmax_exp(s: &mut [f32], max: f32) -> f64 {
     sum
 }
 
-/// One head's attention in llama.cpp's order (no flash attention): softmax(q · K / sqrt(hd)) · V
-/// over the head's f16 rows `(K, V)` (`[positions][hd]` each) with q and the probabilities rounded
-/// to f16, the dots summed in `L` lanes as its f16 matmuls sum them: one token as
-/// ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes). The rows are widened to f32 (exact)
-/// `KV_BLOCK` positions at a time by `widen`.
-#[inline(always)]
-fn head<const L: usize>(q: &[f32], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), out: &mut [f32]) {
-    const KV_BLOCK: usize = 64;
-    let (hd, scale) = (q.len(), 1.0 / (q.len() as f32).sqrt());
-    let (end, mut rows) = (kh.len() / hd, vec![0.0f32; KV_BLOCK * hd]);
-    let q: Vec<f32> = q.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
-    let mut p = vec![f32::NEG_INFINITY; end.div_ceil(32) * 32]; // llama.cpp's masked positions
-    for (kb, p) in kh.chunks(KV_BLOCK * hd).zip(p.chunks_mut(KV_BLOCK)) {
-        widen(kb, &mut rows[..kb.len()]);
-        rows[..kb.len()].chunks_exact(hd).zip(p).for_each(|(k, s)| *s = dot::<L>(&q, k) * scale);
-    }
-    let max = p[..end].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-    let inv = (1.0 / softmax_exp(&mut p, max)) as f32;
-    let mut acc = vec![0.0f32; L * hd]; // acc[i % L][d] += p[i] * v[i][d]
-    for (b, vb) in vh.chunks(KV_BLOCK * hd).enumerate() {
-        widen(vb, &mut rows[..vb.len()]);
-        for (j, v) in rows[..vb.len()].chunks_exact(hd).enumerate() {
-            let (i, w) = (b * KV_BLOCK + j, rt::half::f16::from_f32(p[b * KV_BLOCK + j] * inv).to_f32());
-            acc[i % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += w * v);
-        }
-    }
-    out.copy_from_slice(fold::<L>(&mut acc, hd));
-}
-
 /// a · b in `L` lanes (element i in lane i % L; the remainder first, zero-padded, which changes no
 /// lane), folded as `fold` folds. Every product is of two f16 values, exact in f32, so llama.cpp's
 /// fmas give the same sums. Lanes 8k..8k + 8 are in r[k], whole registers.
@@ -92,12 +63,6 @@ fn dot<const L: usize>(a: &[f32], b: &[f32]) -> f32 {
         add(&ra, &rb);
     }
     ca.zip(cb).for_each(|(x, y)| add(x, y));
-    fold_lanes::<L>(&r)
-}
-
-/// The sum of a dot's `L` lanes (`r` as `dot` fills it) in llama.cpp's order.
-#[inline(always)]
-fn fold_lanes<const L: usize>(r: &[[f32; 8]; 4]) -> f32 {
     let s: [f32; 8] = std::array::from_fn(|l| if L == 32 { (r[0][l] + r[2][l]) + (r[1][l] + r[3][l]) } else { r[0][l] });
     let t: [f32; 4] = std::array::from_fn(|l| s[l] + s[l + 4]);
     if L == 32 { (t[0] + t[1]) + (t[2] + t[3]) } else { (t[0] + t[2]) + (t[1] + t[3]) }
@@ -134,14 +99,13 @@ fn accumulate<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i
     }
 }
 
-/// A batch's attention over one kv head's rows in one pass: `q` is `[spans.len()][g][hd]`, the
-/// g heads sharing the kv head for each of the batch's tokens; token t's queries attend to rows
-/// `spans[t]` of `(K, V)` (`[positions][hd]` each), and each query's output (`out`, shaped as `q`)
-/// is bitwise `head::<L>` on its own rows. The rows are widened `KV_BLOCK` at a time once for all
-/// the queries, and each step of the inner loops works on a token's g queries at once (the same
-/// rows), so the rows are read once per token rather than once per query. `kernels`: the
-/// realization's `scores`, `accumulate` and `round16` (these lane forms, or faster ones with their
-/// bits).
+/// Attention in llama.cpp's order (no flash attention) for a batch's queries of one kv head:
+/// `q` is `[spans.len()][g][hd]` (each token's g heads), token t's queries attend to rows
+/// `spans[t]` of `(K, V)` (`[positions][hd]` f16 each): softmax(f16(q) · K / sqrt(hd)) · V with
+/// the probabilities rounded to f16, the dots summed in `L` lanes as its f16 matmuls sum them (one
+/// token as ggml_vec_dot_f16, 32 lanes; a batch as tinyBLAS, 8). The rows are widened (exact)
+/// `KV_BLOCK` at a time once for all the queries, and `kernels` (these lane forms, or faster ones
+/// with their bits) take a token's g queries at once.
 #[inline(always)]
 fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
     const KV_BLOCK: usize = 64;

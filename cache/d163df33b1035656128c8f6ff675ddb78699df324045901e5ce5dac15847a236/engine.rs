@@ -864,35 +864,6 @@ mod vec_ops {
         sum
     }
 
-    /// One head's attention in llama.cpp's order (no flash attention): softmax(q · K / sqrt(hd)) · V
-    /// over the head's f16 rows `(K, V)` (`[positions][hd]` each) with q and the probabilities rounded
-    /// to f16, the dots summed in `L` lanes as its f16 matmuls sum them: one token as
-    /// ggml_vec_dot_f16 (32 lanes), a batch as tinyBLAS (8 lanes). The rows are widened to f32 (exact)
-    /// `KV_BLOCK` positions at a time by `widen`.
-    #[inline(always)]
-    fn head<const L: usize>(q: &[f32], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), out: &mut [f32]) {
-        const KV_BLOCK: usize = 64;
-        let (hd, scale) = (q.len(), 1.0 / (q.len() as f32).sqrt());
-        let (end, mut rows) = (kh.len() / hd, vec![0.0f32; KV_BLOCK * hd]);
-        let q: Vec<f32> = q.iter().map(|&v| rt::half::f16::from_f32(v).to_f32()).collect();
-        let mut p = vec![f32::NEG_INFINITY; end.div_ceil(32) * 32]; // llama.cpp's masked positions
-        for (kb, p) in kh.chunks(KV_BLOCK * hd).zip(p.chunks_mut(KV_BLOCK)) {
-            widen(kb, &mut rows[..kb.len()]);
-            rows[..kb.len()].chunks_exact(hd).zip(p).for_each(|(k, s)| *s = dot::<L>(&q, k) * scale);
-        }
-        let max = p[..end].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        let inv = (1.0 / softmax_exp(&mut p, max)) as f32;
-        let mut acc = vec![0.0f32; L * hd]; // acc[i % L][d] += p[i] * v[i][d]
-        for (b, vb) in vh.chunks(KV_BLOCK * hd).enumerate() {
-            widen(vb, &mut rows[..vb.len()]);
-            for (j, v) in rows[..vb.len()].chunks_exact(hd).enumerate() {
-                let (i, w) = (b * KV_BLOCK + j, rt::half::f16::from_f32(p[b * KV_BLOCK + j] * inv).to_f32());
-                acc[i % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += w * v);
-            }
-        }
-        out.copy_from_slice(fold::<L>(&mut acc, hd));
-    }
-
     /// a · b in `L` lanes (element i in lane i % L; the remainder first, zero-padded, which changes no
     /// lane), folded as `fold` folds. Every product is of two f16 values, exact in f32, so llama.cpp's
     /// fmas give the same sums. Lanes 8k..8k + 8 are in r[k], whole registers.
@@ -916,6 +887,96 @@ mod vec_ops {
         let s: [f32; 8] = std::array::from_fn(|l| if L == 32 { (r[0][l] + r[2][l]) + (r[1][l] + r[3][l]) } else { r[0][l] });
         let t: [f32; 4] = std::array::from_fn(|l| s[l] + s[l + 4]);
         if L == 32 { (t[0] + t[1]) + (t[2] + t[3]) } else { (t[0] + t[2]) + (t[1] + t[3]) }
+    }
+
+    /// The inner loops of `heads`: `scores`, `accumulate` and `round16` (their signatures).
+    type HeadKernels = (fn(&[f32], usize, &[f32], f32, &mut [f32], usize), fn(&mut [f32], usize, &[f32], usize, usize, &[f32]), fn(&mut [f32]));
+
+    /// `x = f32(f16(x))` (round to nearest even), value by value.
+    #[inline(always)]
+    fn round16(x: &mut [f32]) {
+        x.iter_mut().for_each(|v| *v = rt::half::f16::from_f32(*v).to_f32());
+    }
+
+    /// For the queries u of `q` (`[g][hd]`) and rows k of `rows` (`[n][hd]`): `p[u * w + k] =
+    /// dot::<L>(q_u, row k) * scale`, one dot at a time.
+    #[inline(always)]
+    fn scores<const L: usize>(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usize) {
+        for (u, q) in q.chunks_exact(hd).enumerate() {
+            rows.chunks_exact(hd).zip(&mut p[u * w..]).for_each(|(k, s)| *s = dot::<L>(q, k) * scale);
+        }
+    }
+
+    /// For the queries u of `acc` (`[g][L][hd]`, each `L` lane rows) and rows k of `v` (`[n][hd]`):
+    /// lane row (i0 + k) % L of query u += p[u * w + k] * v[k], each lane row summed in position order
+    /// as `head` sums it, one position at a time.
+    #[inline(always)]
+    fn accumulate<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
+        for (u, acc) in acc.chunks_exact_mut(L * hd).enumerate() {
+            for (k, v) in v.chunks_exact(hd).enumerate() {
+                let wt = p[u * w + k];
+                acc[(i0 + k) % L * hd..][..hd].iter_mut().zip(v).for_each(|(a, &v)| *a += wt * v);
+            }
+        }
+    }
+
+    /// Attention in llama.cpp's order (no flash attention) for a batch's queries of one kv head:
+    /// `q` is `[spans.len()][g][hd]` (each token's g heads), token t's queries attend to rows
+    /// `spans[t]` of `(K, V)` (`[positions][hd]` f16 each): softmax(f16(q) · K / sqrt(hd)) · V with
+    /// the probabilities rounded to f16, the dots summed in `L` lanes as its f16 matmuls sum them (one
+    /// token as ggml_vec_dot_f16, 32 lanes; a batch as tinyBLAS, 8). The rows are widened (exact)
+    /// `KV_BLOCK` at a time once for all the queries, and `kernels` (these lane forms, or faster ones
+    /// with their bits) take a token's g queries at once.
+    #[inline(always)]
+    fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
+        const KV_BLOCK: usize = 64;
+        let nt = spans.len();
+        let g = q.len() / (hd * nt).max(1);
+        assert!(hd > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
+        let (lo, hi) = (spans.iter().map(|s| s.start).min().unwrap_or(0), spans.iter().map(|s| s.end).max().unwrap_or(0));
+        assert!(hi * hd <= kh.len() && kh.len() == vh.len(), "spans up to row {hi} of {} rows", kh.len() / hd);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut q = q.to_vec();
+        (kernels.2)(&mut q);
+        // Query (t, u)'s scores at p[(t * g + u) * w..], padded to a multiple of 32 with -inf as
+        // `head` pads them.
+        let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
+        let mut p = vec![f32::NEG_INFINITY; nt * g * w];
+        let mut rows = vec![0.0f32; KV_BLOCK * hd];
+        // Token t's rows in s..e: (t, rows of the block, its scores' range in p).
+        let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)| {
+            for (t, sp) in spans.iter().enumerate() {
+                let (a, b) = (sp.start.max(s), sp.end.min(e));
+                if a < b && g > 0 {
+                    f(t, (a - s) * hd..(b - s) * hd, t * g * w + a - sp.start..(t * g + g - 1) * w + b - sp.start);
+                }
+            }
+        };
+        for s in (lo..hi).step_by(KV_BLOCK) {
+            let e = (s + KV_BLOCK).min(hi);
+            widen(&kh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
+            each(s, e, &mut |t, r, pr| (kernels.0)(&q[t * g * hd..][..g * hd], hd, &rows[r], scale, &mut p[pr], w));
+        }
+        for (j, pj) in p.chunks_exact_mut(w.max(1)).enumerate() {
+            let n = spans[j / g].len();
+            let pj = &mut pj[..n.div_ceil(32) * 32];
+            let max = pj[..n].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+            let inv = (1.0 / softmax_exp(pj, max)) as f32;
+            pj.iter_mut().for_each(|v| *v *= inv);
+            (kernels.2)(pj);
+        }
+        let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..], as in `head`
+        for s in (lo..hi).step_by(KV_BLOCK) {
+            let e = (s + KV_BLOCK).min(hi);
+            widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
+            each(s, e, &mut |t, r, pr| {
+                let i0 = pr.start - t * g * w;
+                (kernels.1)(&mut acc[t * g * L * hd..][..g * L * hd], hd, &p[pr], w, i0, &rows[r]);
+            });
+        }
+        for (o, a) in out.chunks_exact_mut(hd).zip(acc.chunks_exact_mut(L * hd)) {
+            o.copy_from_slice(fold::<L>(a, hd));
+        }
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -942,10 +1003,18 @@ mod vec_ops {
         swiglu_lanes(gate, up)
     }
 
-    /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+    /// One head's attention, bitwise llama.cpp's (`heads`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
     pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        if one { head::<32>(q, kv, widen, out) } else { head::<8>(q, kv, widen, out) }
+        let rows = [0..kv.0.len() / q.len()];
+        if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round16), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round16), out) }
+    }
+
+    /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
+    /// g queries over rows `spans[t]`; each query's output bitwise `attend(q, its rows, false, ..)`.
+    pub(crate) fn attend_many(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+        heads::<8>(q, hd, spans, kv, widen, (scores::<8>, accumulate::<8>, round16), out)
     }
 }
 pub use vec_ops::*;
@@ -2237,9 +2306,6 @@ mod forward_decoder {
         pub(crate) history: Vec<u32>,               // [n_past] tokens whose K/V are in `kv`
     }
 
-    /// The context the engine allocates when neither the constraints nor the caller say otherwise.
-    pub(crate) const DEFAULT_MAX_SEQ: usize = 4096;
-
     impl Engine {
         /// Maps and validates the model file, checks that it is what this engine was generated for,
         /// and allocates the run state. Threads default to the machine's available parallelism.
@@ -2256,7 +2322,10 @@ mod forward_decoder {
                 ));
             }
             let template = ChatTemplate::from_gguf(&gguf)?;
-            let max_seq = cfg.context_length.min(MAX_SEQ.unwrap_or(DEFAULT_MAX_SEQ));
+            // The model's trained context, or the constraints' max_seq where smaller. The cache is
+            // allocated zeroed (calloc: pages come as positions fill), so a long context costs
+            // memory only as it is used.
+            let max_seq = MAX_SEQ.map_or(cfg.context_length, |m| m.min(cfg.context_length));
             let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
             Ok(Engine {
                 kv: KvCache::new(&cfg, max_seq),
@@ -2359,26 +2428,35 @@ mod forward_decoder {
             if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
             // every head's cos/sin, of the global layers and of the local (sliding-window) ones
-            let rots = [rope_table(n, pos, hd, c.rope_theta), rope_table(n, pos, hd, c.rope_theta_local)];
+            let local_rot = if SWA_PATTERN > 0 { rope_table(n, pos, hd, c.rope_theta_local) } else { Vec::new() };
+            let rots = [rope_table(n, pos, hd, c.rope_theta), local_rot];
             for (l, lw) in w.layers.iter().enumerate() {
                 let local = c.is_local(l);
                 let rot = &rots[local as usize];
                 // attention: xb = rmsnorm(x) ; q, k, v projections (+ biases where the family has them)
-                rmsnorm_rows(&st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
+                par_rmsnorm(pool, &st.x[..n * e], &lw.attn_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
                 let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
                 let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * qd], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
                 products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
-                if let (Some(bq), Some(bk), Some(bv)) = (&lw.bq, &lw.bk, &lw.bv) {
-                    add_rows(&mut st.q[..n * qd], bq);
-                    add_rows(&mut st.k[..n * kvd], bk);
+                // per token: biases (where the family has them), per-head q/k norms (where it has
+                // them), rope
+                let (bq, bk) = (&lw.bq, &lw.bk);
+                let mut rows: Vec<(&mut [f32], &mut [f32])> = st.q[..n * qd].chunks_mut(qd).zip(st.k[..n * kvd].chunks_mut(kvd)).collect();
+                par_chunks_mut(pool, &mut rows, 1, &|t, r| {
+                    let (q, k) = &mut r[0];
+                    if let (Some(bq), Some(bk)) = (bq, bk) {
+                        add_rows(q, bq);
+                        add_rows(k, bk);
+                    }
+                    norm_opt(q, &lw.q_norm, c.rms_eps);
+                    norm_opt(k, &lw.k_norm, c.rms_eps);
+                    rope(q, &rot[t * hd / 2..][..hd / 2]);
+                    rope(k, &rot[t * hd / 2..][..hd / 2]);
+                });
+                drop(rows);
+                if let Some(bv) = &lw.bv {
                     add_rows(&mut st.v[..n * kvd], bv);
-                }
-                norm_opt(&mut st.q[..n * qd], &lw.q_norm, c.rms_eps); // per head, where the family has q/k norms
-                norm_opt(&mut st.k[..n * kvd], &lw.k_norm, c.rms_eps);
-                for t in 0..n {
-                    rope(&mut st.q[t * qd..(t + 1) * qd], &rot[t * hd / 2..][..hd / 2]);
-                    rope(&mut st.k[t * kvd..(t + 1) * kvd], &rot[t * hd / 2..][..hd / 2]);
                 }
                 self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
                 let window = if local { c.window } else { usize::MAX };
@@ -2387,11 +2465,10 @@ mod forward_decoder {
                 // x += post_norm(wo · att)
                 prepare(pool, &mut st.acts[..n], &st.att[..n * qd], qd, &lw.o_acts);
                 products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
-                norm_opt(&mut st.proj[..n * e], &lw.attn_post_norm, c.rms_eps);
-                add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
+                residual(pool, &mut st.x[..n * e], &mut st.proj[..n * e], e, &lw.attn_post_norm, c.rms_eps);
 
                 // ffn: x += post_norm(w_down · (act(w_gate · xb) * (w_up · xb))), xb = rmsnorm(x), act = glu's
-                rmsnorm_rows(&st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
+                par_rmsnorm(pool, &st.x[..n * e], &lw.ffn_norm, c.rms_eps, &mut st.xb[..n * e]);
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
                 let f = c.n_ff;
                 let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
@@ -2400,8 +2477,7 @@ mod forward_decoder {
                 par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| glu(g, &up[t * f..(t + 1) * f]));
                 prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
                 products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
-                norm_opt(&mut st.proj[..n * e], &lw.ffn_post_norm, c.rms_eps);
-                add_rows(&mut st.x[..n * e], &st.proj[..n * e]);
+                residual(pool, &mut st.x[..n * e], &mut st.proj[..n * e], e, &lw.ffn_post_norm, c.rms_eps);
             }
 
             // logits of the last token (or of every token for forward_all)
@@ -2458,9 +2534,32 @@ mod forward_decoder {
         }
     }
 
-    /// `x = rmsnorm(x) * w` over each `w.len()` elements (a head, or a row), when the family has `w`.
+    /// `x = rmsnorm(x) * w` over each `w.len()` elements (a head, or a row), when the family has `w`;
+    /// in place, the bits of rmsnorm_rows.
     fn norm_opt(x: &mut [f32], w: &Option<Vec<f32>>, eps: f32) {
-        if let Some(w) = w { rmsnorm_rows(&x.to_vec(), w, eps, x) }
+        let Some(w) = w else { return };
+        for xr in x.chunks_exact_mut(w.len()) {
+            let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
+            let scale = 1.0 / ((ss / w.len() as f64) as f32 + eps).sqrt();
+            xr.iter_mut().zip(w).for_each(|(v, &g)| *v = *v * scale * g);
+        }
+    }
+
+    /// rmsnorm_rows with a token (row) per task.
+    fn par_rmsnorm(pool: &Pool, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+        let d = weight.len();
+        par_chunks_mut(pool, out, d, &|t, o| rmsnorm_rows(&x[t * d..(t + 1) * d], weight, eps, o));
+    }
+
+    /// `x += post_norm(y)` for each row of `d` values (`post_norm`: rmsnorm times its weight where
+    /// the family has one), a token per task.
+    fn residual(pool: &Pool, x: &mut [f32], y: &mut [f32], d: usize, post_norm: &Option<Vec<f32>>, eps: f32) {
+        let mut rows: Vec<(&mut [f32], &mut [f32])> = x.chunks_mut(d).zip(y.chunks_mut(d)).collect();
+        par_chunks_mut(pool, &mut rows, 1, &|_, r| {
+            let (x, y) = &mut r[0];
+            norm_opt(y, post_norm, eps);
+            add_rows(x, y);
+        });
     }
 
     /// `x += y`, y repeated over x's rows when it is one row (a bias).
@@ -2497,12 +2596,31 @@ mod forward_decoder {
     /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
     /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
     /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
+    /// A batch goes as tiles of ATT_TILE tokens, one task each, the last (longest) first: per kv
+    /// head, the tile's queries of every head sharing it in one `attend_many` (its rows widened once).
     fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
-        let (hd, n) = (c.head_dim, att.len() / c.q_dim);
-        par_chunks_mut(pool, att, hd, &|task, out: &mut [f32]| {
-            let (t, h) = (task / c.n_head, task % c.n_head);
-            let kvs = kv.head(layer, h / (c.n_head / c.n_head_kv), (pos + t + 1).saturating_sub(window), pos + t + 1);
-            attend(&q[t * c.q_dim + h * hd..][..hd], kvs, n == 1, out);
+        const ATT_TILE: usize = 4;
+        let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);
+        if n == 1 {
+            return par_chunks_mut(pool, att, hd, &|h, out: &mut [f32]| {
+                let kvs = kv.head(layer, h / g, (pos + 1).saturating_sub(window), pos + 1);
+                attend(&q[h * hd..][..hd], kvs, true, out);
+            });
+        }
+        let tiles: Vec<std::sync::Mutex<&mut [f32]>> = att.chunks_mut(ATT_TILE * c.q_dim).map(std::sync::Mutex::new).collect();
+        pool.run(tiles.len(), &|task| {
+            let i = tiles.len() - 1 - task;
+            let mut out = tiles[i].lock().unwrap_or_else(|e| e.into_inner());
+            let (t0, tn) = (i * ATT_TILE, out.len() / c.q_dim);
+            let lo = (pos + t0 + 1).saturating_sub(window);
+            let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).map(|t| (pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo).collect();
+            let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
+            for kh in 0..c.n_head_kv {
+                let at = |t: usize| (t0 + t) * c.q_dim + kh * g * hd..(t0 + t) * c.q_dim + (kh + 1) * g * hd;
+                (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
+                attend_many(&qs, hd, &spans, kv.head(layer, kh, lo, pos + t0 + tn), &mut os);
+                (0..tn).for_each(|t| out[at(t).start - t0 * c.q_dim..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
+            }
         });
     }
 

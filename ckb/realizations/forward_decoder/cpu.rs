@@ -230,12 +230,16 @@ fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]]) {
     }
 }
 
-/// `out = x / sqrt(mean(x²) + eps) * weight`, row by row (squares in f32 summed in f64, as ggml).
+/// `1 / sqrt(mean(x²) + eps)` of one row (squares in f32 summed in f64, as ggml).
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let ss: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    1.0 / ((ss / x.len() as f64) as f32 + eps).sqrt()
+}
+
+/// `out = x / sqrt(mean(x²) + eps) * weight`, row by row.
 fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-    let d = weight.len();
-    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
-        let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
+    for (xr, or) in x.chunks_exact(weight.len()).zip(out.chunks_exact_mut(weight.len())) {
+        let scale = rms_scale(xr, eps);
         or.iter_mut().zip(xr).zip(weight).for_each(|((o, &v), &g)| *o = v * scale * g);
     }
 }
@@ -245,8 +249,7 @@ fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 fn norm_opt(x: &mut [f32], w: &Option<Vec<f32>>, eps: f32) {
     let Some(w) = w else { return };
     for xr in x.chunks_exact_mut(w.len()) {
-        let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
-        let scale = 1.0 / ((ss / w.len() as f64) as f32 + eps).sqrt();
+        let scale = rms_scale(xr, eps);
         xr.iter_mut().zip(w).for_each(|(v, &g)| *v = *v * scale * g);
     }
 }
@@ -296,14 +299,14 @@ fn rope(x: &mut [f32], rot: &[(f32, f32)]) {
     }
 }
 
-/// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per (token, head):
+/// Causal GQA attention for `n` queries at positions `pos..pos + n`:
 /// `att[t][h] = softmax(q[t][h] · K[lo..=pos+t] / sqrt(head_dim)) · V`, lo = pos + t + 1 - window
 /// (the last `window` positions; 0 for a global layer), in
 /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
 /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
-/// sums as tinyBLAS, one token as ggml_vec_dot_f16).
-/// A batch goes as tiles of ATT_TILE tokens, one task each, the last (longest) first: per kv
-/// head, the tile's queries of every head sharing it in one `attend_many` (its rows widened once).
+/// sums as tinyBLAS, one token as ggml_vec_dot_f16). One token: a task per head (`attend`); a
+/// batch: tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the
+/// tile's queries of every head sharing it in one `attend_many` (its rows widened once).
 fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
     const ATT_TILE: usize = 4;
     let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);

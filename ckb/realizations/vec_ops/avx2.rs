@@ -7,8 +7,7 @@ unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_avx2(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-    let rows = [0..kv.0.len() / q.len()];
-    if one { heads::<32>(q, q.len(), &rows, kv, widen_f16c, (scores::<32>, accumulate::<32>, round16_f16c), out) } else { heads::<8>(q, q.len(), &rows, kv, widen_f16c, (scores::<8>, accumulate::<8>, round16_f16c), out) }
+    head(q, kv, one, widen_f16c, round16_f16c, out)
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -144,7 +143,7 @@ pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
     unsafe { swiglu_avx2(gate, up) }
 }
 
-/// One head's attention, bitwise llama.cpp's (`heads`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+/// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
 pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
     // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
     unsafe { attend_avx2(q, kv, one, out) }

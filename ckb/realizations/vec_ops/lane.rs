@@ -88,7 +88,7 @@ fn scores<const L: usize>(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mu
 
 /// For the queries u of `acc` (`[g][L][hd]`, each `L` lane rows) and rows k of `v` (`[n][hd]`):
 /// lane row (i0 + k) % L of query u += p[u * w + k] * v[k], each lane row summed in position order
-/// as `head` sums it, one position at a time.
+/// as llama.cpp's f16 matmul sums it, one position at a time.
 #[inline(always)]
 fn accumulate<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
     for (u, acc) in acc.chunks_exact_mut(L * hd).enumerate() {
@@ -118,7 +118,7 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
     let mut q = q.to_vec();
     (kernels.2)(&mut q);
     // Query (t, u)'s scores at p[(t * g + u) * w..], padded to a multiple of 32 with -inf as
-    // `head` pads them.
+    // llama.cpp's mask pads them.
     let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
     let mut p = vec![f32::NEG_INFINITY; nt * g * w];
     let mut rows = vec![0.0f32; KV_BLOCK * hd];
@@ -144,7 +144,7 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
         pj.iter_mut().for_each(|v| *v *= inv);
         (kernels.2)(pj);
     }
-    let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..], as in `head`
+    let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..]
     for s in (lo..hi).step_by(KV_BLOCK) {
         let e = (s + KV_BLOCK).min(hi);
         widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
@@ -156,6 +156,14 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
     for (o, a) in out.chunks_exact_mut(hd).zip(acc.chunks_exact_mut(L * hd)) {
         o.copy_from_slice(fold::<L>(a, hd));
     }
+}
+
+/// One head's attention over all its rows (`heads` with one query): 32 lanes for a single token
+/// (`one`, ggml_vec_dot_f16), 8 for a batch (tinyBLAS), the lane forms of the inner loops.
+#[inline(always)]
+fn head(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), round: fn(&mut [f32]), out: &mut [f32]) {
+    let rows = [0..kv.0.len() / q.len()];
+    if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round), out) }
 }
 
 /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,

@@ -3,11 +3,10 @@ pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
     swiglu_lanes(gate, up)
 }
 
-/// One head's attention, bitwise llama.cpp's (`heads`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+/// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
 pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
     let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-    let rows = [0..kv.0.len() / q.len()];
-    if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round16), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round16), out) }
+    head(q, kv, one, widen, round16, out)
 }
 
 /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's

@@ -1024,7 +1024,7 @@ mod vec_ops {
 
     /// For the queries u of `acc` (`[g][L][hd]`, each `L` lane rows) and rows k of `v` (`[n][hd]`):
     /// lane row (i0 + k) % L of query u += p[u * w + k] * v[k], each lane row summed in position order
-    /// as `head` sums it, one position at a time.
+    /// as llama.cpp's f16 matmul sums it, one position at a time.
     #[inline(always)]
     fn accumulate<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
         for (u, acc) in acc.chunks_exact_mut(L * hd).enumerate() {
@@ -1054,7 +1054,7 @@ mod vec_ops {
         let mut q = q.to_vec();
         (kernels.2)(&mut q);
         // Query (t, u)'s scores at p[(t * g + u) * w..], padded to a multiple of 32 with -inf as
-        // `head` pads them.
+        // llama.cpp's mask pads them.
         let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
         let mut p = vec![f32::NEG_INFINITY; nt * g * w];
         let mut rows = vec![0.0f32; KV_BLOCK * hd];
@@ -1080,7 +1080,7 @@ mod vec_ops {
             pj.iter_mut().for_each(|v| *v *= inv);
             (kernels.2)(pj);
         }
-        let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..], as in `head`
+        let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..]
         for s in (lo..hi).step_by(KV_BLOCK) {
             let e = (s + KV_BLOCK).min(hi);
             widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
@@ -1092,6 +1092,14 @@ mod vec_ops {
         for (o, a) in out.chunks_exact_mut(hd).zip(acc.chunks_exact_mut(L * hd)) {
             o.copy_from_slice(fold::<L>(a, hd));
         }
+    }
+
+    /// One head's attention over all its rows (`heads` with one query): 32 lanes for a single token
+    /// (`one`, ggml_vec_dot_f16), 8 for a batch (tinyBLAS), the lane forms of the inner loops.
+    #[inline(always)]
+    fn head(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), round: fn(&mut [f32]), out: &mut [f32]) {
+        let rows = [0..kv.0.len() / q.len()];
+        if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round), out) }
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -1122,8 +1130,7 @@ mod vec_ops {
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn attend_avx2(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-        let rows = [0..kv.0.len() / q.len()];
-        if one { heads::<32>(q, q.len(), &rows, kv, widen_f16c, (scores::<32>, accumulate::<32>, round16_f16c), out) } else { heads::<8>(q, q.len(), &rows, kv, widen_f16c, (scores::<8>, accumulate::<8>, round16_f16c), out) }
+        head(q, kv, one, widen_f16c, round16_f16c, out)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1259,7 +1266,7 @@ mod vec_ops {
         unsafe { swiglu_avx2(gate, up) }
     }
 
-    /// One head's attention, bitwise llama.cpp's (`heads`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
+    /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
     pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
         unsafe { attend_avx2(q, kv, one, out) }
@@ -3200,12 +3207,16 @@ mod forward_decoder {
         }
     }
 
-    /// `out = x / sqrt(mean(x²) + eps) * weight`, row by row (squares in f32 summed in f64, as ggml).
+    /// `1 / sqrt(mean(x²) + eps)` of one row (squares in f32 summed in f64, as ggml).
+    fn rms_scale(x: &[f32], eps: f32) -> f32 {
+        let ss: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+        1.0 / ((ss / x.len() as f64) as f32 + eps).sqrt()
+    }
+
+    /// `out = x / sqrt(mean(x²) + eps) * weight`, row by row.
     fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-        let d = weight.len();
-        for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-            let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
-            let scale = 1.0 / ((ss / d as f64) as f32 + eps).sqrt();
+        for (xr, or) in x.chunks_exact(weight.len()).zip(out.chunks_exact_mut(weight.len())) {
+            let scale = rms_scale(xr, eps);
             or.iter_mut().zip(xr).zip(weight).for_each(|((o, &v), &g)| *o = v * scale * g);
         }
     }
@@ -3215,8 +3226,7 @@ mod forward_decoder {
     fn norm_opt(x: &mut [f32], w: &Option<Vec<f32>>, eps: f32) {
         let Some(w) = w else { return };
         for xr in x.chunks_exact_mut(w.len()) {
-            let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
-            let scale = 1.0 / ((ss / w.len() as f64) as f32 + eps).sqrt();
+            let scale = rms_scale(xr, eps);
             xr.iter_mut().zip(w).for_each(|(v, &g)| *v = *v * scale * g);
         }
     }
@@ -3266,14 +3276,14 @@ mod forward_decoder {
         }
     }
 
-    /// Causal GQA attention for `n` queries at positions `pos..pos + n`, one task per (token, head):
+    /// Causal GQA attention for `n` queries at positions `pos..pos + n`:
     /// `att[t][h] = softmax(q[t][h] · K[lo..=pos+t] / sqrt(head_dim)) · V`, lo = pos + t + 1 - window
     /// (the last `window` positions; 0 for a global layer), in
     /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
     /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
-    /// sums as tinyBLAS, one token as ggml_vec_dot_f16).
-    /// A batch goes as tiles of ATT_TILE tokens, one task each, the last (longest) first: per kv
-    /// head, the tile's queries of every head sharing it in one `attend_many` (its rows widened once).
+    /// sums as tinyBLAS, one token as ggml_vec_dot_f16). One token: a task per head (`attend`); a
+    /// batch: tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the
+    /// tile's queries of every head sharing it in one `attend_many` (its rows widened once).
     fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         const ATT_TILE: usize = 4;
         let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);

@@ -1,6 +1,6 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
-// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dec_rows,
-// dot_dec2x4, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matvec_many, matmul, the act_quant
+// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, tile_rows,
+// dec_rows, dot_dec, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matvec_many, matmul, the act_quant
 // helpers and vec_ops.
 //
 // kernel_<t>:         dot_row on pseudo-random rows and activations of several lengths against
@@ -16,12 +16,13 @@
 //                     included); for Q4_K, whose four-token kernels may mirror llama.cpp's
 //                     repacked gemm and sum in its order, bitwise dot_row or the gemm order of
 //                     gate_q4_k_gemm (an independent scalar reading of the block bytes).
-// dec_bits:           dot_dec2x4 on row pairs decoded by dec_rows (where the type has a tiled
-//                     form) against dot_row of each (row, token) pair (Q4_K: or gate_q4_k_gemm),
-//                     bitwise, over the same lengths; the decoded buffers are reused across
-//                     lengths, as matmul does.
+// dec_bits:           dot_dec on tiles of tile_rows(ty) rows decoded by dec_rows (where the
+//                     type has a tiled form) against dot_row of each (row, token) pair (Q4_K: or
+//                     gate_q4_k_gemm; Q5_0: or gate_q5_0_block, the block order of its 8 x 4
+//                     tiles), bitwise, over the same lengths; the decoded buffers are reused
+//                     across lengths, as matmul does.
 // matvec:             matvec, matvec_many (three matrices as one job) and matmul against a naive loop of dot_row (for matmul's groups of
-//                     four tokens: dot_dec2x4 on the row's pair where the type has a tiled form,
+//                     four tokens: dot_dec on the row's tile where the type has a tiled form,
 //                     else dot_row4), for 1, 2 and 3 threads (must be bitwise equal).
 // vec_ops:            ggml_expf, swiglu and softmax_exp (vec_ops): ggml_expf within 2e-7
 //                     (relative) of f64 exp over [-87, 88]; on committed vectors recorded from
@@ -209,10 +210,33 @@ fn gate_q4_1_s_correction(row: &[u8], x: &Act) -> f64 {
     c
 }
 
-// Whether a four-token kernel's result `v` for (row, x) is bitwise what the type's order allows:
-// dot_row, or for Q4_K also the gemm order.
+// The block order of Q5_0's 8 x 4 tiles, read from the block bytes (an independent scalar form of
+// dot8x4_q5_0_avx2): per block the exact integer sum of (5-bit value - 16) * q_x, then one fma by
+// d_w * d_x, blocks in order.
+fn gate_q5_0_block(row: &[u8], x: &Act) -> f32 {
+    let mut acc = 0.0f32;
+    for ((b, y), &dy) in row.chunks_exact(22).zip(&x.q8_0).zip(&x.q8_0_d) {
+        let d = fp16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        let q = |j: usize| {
+            let nib = if j < 16 { b[6 + j] & 15 } else { b[6 + j - 16] >> 4 };
+            (nib | (((qh >> j) & 1) as u8) << 4) as i32 - 16
+        };
+        let s: i32 = (0..32).map(|j| q(j) * y.qs[j] as i32).sum();
+        acc = (s as f32).mul_add(d * dy, acc);
+    }
+    acc
+}
+
+// Whether a four-token or tiled kernel's result `v` for (row, x) is bitwise what the type's
+// orders allow: dot_row, or for Q4_K also the gemm order, for Q5_0 also the block order.
 fn gate_four_token_ok(ty: GgmlType, row: &[u8], x: &Act, v: f32) -> bool {
-    v.to_bits() == dot_row(ty, row, x).to_bits() || (ty.name() == "Q4_K" && v.to_bits() == gate_q4_k_gemm(row, x).to_bits())
+    let other = match ty.name() {
+        "Q4_K" => Some(gate_q4_k_gemm(row, x)),
+        "Q5_0" => Some(gate_q5_0_block(row, x)),
+        _ => None,
+    };
+    v.to_bits() == dot_row(ty, row, x).to_bits() || other.is_some_and(|o| v.to_bits() == o.to_bits())
 }
 
 #[test]
@@ -424,23 +448,26 @@ fn gate_dec_bits() {
         let mut rng = GateRng::new(0xDEC2_0000 + ty.id() as u64);
         let mut has = false;
         let mut dec = DecRows::default();
+        let tile_n = tile_rows(ty);
         for n in gate_lengths(ty) {
             for rep in 0..5 {
-                let rows = [gate_random_row(ty, n, &mut rng), gate_random_row(ty, n, &mut rng)];
-                let xs: Vec<Act> = (0..4).map(|t| Act::new(&gate_random_x(n, rep + t, &mut rng), &[kind])).collect();
-                if !dec_rows(ty, [&rows[0], &rows[1]], &mut dec) {
+                if tile_n == 0 {
                     break;
                 }
+                let rows: Vec<Vec<u8>> = (0..tile_n).map(|_| gate_random_row(ty, n, &mut rng)).collect();
+                let xs: Vec<Act> = (0..4).map(|t| Act::new(&gate_random_x(n, rep + t, &mut rng), &[kind])).collect();
+                let views: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
+                assert!(dec_rows(ty, &views, &mut dec), "tile_rows({}) = {tile_n} but dec_rows has no tiled form", gate_tag(ty));
                 has = true;
-                let v = dot_dec2x4(ty, &dec, [&xs[0], &xs[1], &xs[2], &xs[3]]);
-                for i in 0..2 {
+                let v = dot_dec(ty, &dec, [&xs[0], &xs[1], &xs[2], &xs[3]]);
+                for i in 0..tile_n {
                     for t in 0..4 {
                         cases += 1;
                         if !gate_four_token_ok(ty, &rows[i], &xs[t], v[i][t]) {
                             mismatches += 1;
                             if failures.len() < 5 {
                                 let want = dot_row(ty, &rows[i], &xs[t]);
-                                failures.push(format!("{} n={n} rep={rep} row={i} t={t}: dot_dec2x4 {} vs dot_row {}", gate_tag(ty), v[i][t], want));
+                                failures.push(format!("{} n={n} rep={rep} row={i} t={t}: dot_dec {} vs dot_row {}", gate_tag(ty), v[i][t], want));
                             }
                         }
                     }
@@ -452,7 +479,7 @@ fn gate_dec_bits() {
         }
     }
     println!("GATE dec_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
-    assert!(failures.is_empty(), "dot_dec2x4 differs bitwise from dot_row (and for Q4_K from the gemm order):\n{}", failures.join("\n"));
+    assert!(failures.is_empty(), "dot_dec differs bitwise from dot_row (and for Q4_K from the gemm order, for Q5_0 from the block order):\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -475,16 +502,20 @@ fn gate_matvec() {
             let xs: Vec<Act> = (0..5).map(|c| Act::new(&gate_random_x(cols, c, &mut rng), &[kind])).collect();
             let naive: Vec<Vec<f32>> =
                 xs.iter().map(|x| (0..rows).map(|r| dot_row(ty, &data[r * row_bytes..(r + 1) * row_bytes], x)).collect()).collect();
-            // Tokens 0..4 through the tiled kernel on the row's pair (an odd last row paired with
-            // itself), else the four-token kernel, else dot_row; they may sum in another order
+            // Tokens 0..4 through the tiled kernel on the row's tile (a short last tile repeating
+            // its last row), else the four-token kernel, else dot_row; they may sum in another order
             // than dot_row, so they are held to the dot tolerance only.
             let mut naive4: Vec<Vec<f32>> = vec![Vec::with_capacity(rows); 4];
             let g = [&xs[0], &xs[1], &xs[2], &xs[3]];
             let mut dec = DecRows::default();
+            let tile_n = tile_rows(ty);
             for r in 0..rows {
-                let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
-                let v = if dec_rows(ty, [row(r & !1), row((r | 1).min(rows - 1))], &mut dec) {
-                    dot_dec2x4(ty, &dec, g)[r & 1]
+                let row = |r: usize| &data[r.min(rows - 1) * row_bytes..(r.min(rows - 1) + 1) * row_bytes];
+                let v = if tile_n > 0 {
+                    // r's tile: rows from r rounded down to a multiple of tile_n, the last repeated
+                    let tile: Vec<&[u8]> = (0..tile_n).map(|i| row(r - r % tile_n + i)).collect();
+                    assert!(dec_rows(ty, &tile, &mut dec), "tile_rows({}) = {tile_n} but dec_rows has no tiled form", gate_tag(ty));
+                    dot_dec(ty, &dec, g)[r % tile_n]
                 } else {
                     dot_row4(ty, row(r), g).unwrap_or_else(|| g.map(|x| dot_row(ty, row(r), x)))
                 };
@@ -554,7 +585,7 @@ fn gate_matvec() {
         }
     }
     println!("GATE matvec max_abs_err={max_abs:e} mismatches={mismatches} dot4_off={dot4_off} cases={cases}");
-    assert_eq!(mismatches, 0, "matvec/matmul differ from the naive loop of dot_row / dot_dec2x4 / dot_row4");
+    assert_eq!(mismatches, 0, "matvec/matmul differ from the naive loop of dot_row / dot_dec / dot_row4");
     assert_eq!(dot4_off, 0, "the four-token kernels differ from dot_row by more than 1e-5 of the output's scale");
 }
 

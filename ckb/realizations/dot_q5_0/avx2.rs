@@ -4,9 +4,9 @@
 // converted to f32 and accumulated with one fma by d_w*d_x. The scales of eight blocks are
 // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
 // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
-// path). Prefill goes through the tiled form instead of a four-token kernel: each row decoded
-// once (decode_q5_0_avx2) for all tokens, then 2 rows x 4 tokens per call (dot2x4_q5_0_avx2 in
-// avx2_tile.rs, or the VNNI dot2x4_q5_0_avx512 in avx512.rs).
+// path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
+// for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs),
+// or 2 rows x 4 tokens in this order (the VNNI dot2x4_q5_0_avx512 in avx512.rs).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -52,40 +52,4 @@ pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
         }
     }
     hsum_f32x8(acc)
-}
-
-/// Decodes a Q5_0 row pair for dot2x4_q5_0_avx2. Layout: line 2k + i holds block k of row i,
-/// its signed quants (q5_0_decode) then their magnitudes; d[i * blocks + k] its f32 scale
-/// (f16x8_scales). The buffers of `out` are reused. Requires AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn decode_q5_0_avx2(rows: [&[u8]; 2], out: &mut DecRows) {
-    let (w0, w1) = (q5_0_blocks(rows[0]), q5_0_blocks(rows[1]));
-    assert_eq!(w0.len(), w1.len(), "Q5_0 row pair of {} and {} blocks", w0.len(), w1.len());
-    out.b.clear();
-    out.d.clear();
-    for b in w0.iter().zip(w1).flat_map(|(b0, b1)| [b0, b1]) {
-        let qx = q5_0_decode(b);
-        let mut o = DecLine([0; 64]);
-        _mm256_store_si256(o.0.as_mut_ptr() as *mut __m256i, qx);
-        _mm256_store_si256(o.0.as_mut_ptr().add(32) as *mut __m256i, _mm256_sign_epi8(qx, qx));
-        out.b.push(o);
-    }
-    let mut d = [0f32; 8];
-    for wb in w0.chunks(8).chain(w1.chunks(8)) {
-        _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(wb.len(), |k| wb[k].d));
-        out.d.extend_from_slice(&d[..wb.len()]);
-    }
-}
-
-// The block count of a 2 x 4 tile over a row pair decoded with `lines` lines and `scales`
-// scales per block: asserts the decoded pair and the four activations' Q8_0 forms agree on it.
-fn q5_0_tile_blocks(rows: &DecRows, xs: [&Act; 4], lines: usize, scales: usize) -> usize {
-    let n = rows.b.len() / lines;
-    assert!(rows.b.len() == lines * n && rows.d.len() == scales * n, "decoded Q5_0 row pair of {} lines and {} scales", rows.b.len(), rows.d.len());
-    for x in xs {
-        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16.len() == n && x.f32.len() == 32 * n;
-        assert!(ok, "decoded Q5_0 row pair of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
-    }
-    n
 }

@@ -1,51 +1,87 @@
-// AVX2 tiled Q5_0 prefill kernel over rows decoded by decode_q5_0_avx2 (avx2.rs): 2 rows x 4
-// tokens per call, each decoded block loaded once for the four tokens and each activation block
-// once for the two rows.
+// AVX2 tiled Q5_0 prefill kernel, the scheme of llama.cpp's repacked gemms (which it has for
+// Q4_0 and Q4_K, not Q5_0): eight rows decoded together with their quants interleaved four at a
+// time, so one maddubs serves the eight rows of a token (a row per i32 lane); each block's sum is
+// exact in integers before its one fma. Per (row, token) pair and block that is about 2.6 vector
+// operations where the single-row order needs 5 (sign, maddubs, madd, conversion, fma).
 
-/// rows[i] . xs[t] for a row pair decoded by decode_q5_0_avx2 and four activations (prefill): a
-/// 2 x 4 register tile, each decoded block loaded once for the four tokens and each activation
-/// block once for the two rows. Per pair the float operations are those of dot_q5_0_avx2 in
-/// the same order, so result [i][t] is bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2 and
-/// FMA.
+/// Decodes eight Q5_0 rows for dot8x4_q5_0_avx2. Layout: block k takes lines 4k..4k + 4, where
+/// quant group j (values 4j..4j + 4) is the 32 bytes at byte 32j: row r's four quants + 16
+/// (0..=31, unsigned, as maddubs wants its first operand) at bytes 4r..4r + 4; d[8k + r] is row
+/// r's f32 scale of block k. The buffers of `out` are reused. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
-    let n = q5_0_tile_blocks(rows, xs, 2, 2);
-    let (d0, d1) = rows.d.split_at(n);
-    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-    // The scale products of eight blocks, parked on the stack and broadcast block by block.
-    let mut dd = [[[0f32; 8]; 4]; 2];
-    let ones = _mm256_set1_epi16(1);
-    let mut g = 0;
-    while g < n {
-        let e = (g + 8).min(n);
-        let wd0 = f32x8_head(&d0[g..e]);
-        let wd1 = f32x8_head(&d1[g..e]);
-        for t in 0..4 {
-            let xd = f32x8_head(&xs[t].q8_0_d[g..e]);
-            _mm256_storeu_ps(dd[0][t].as_mut_ptr(), _mm256_mul_ps(wd0, xd));
-            _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
+pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+    let w = rows.map(q5_0_blocks);
+    let n = w[0].len();
+    assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
+    out.b.clear();
+    out.d.clear();
+    let sixteen = _mm256_set1_epi8(16);
+    for k in 0..n {
+        let mut q = [[0u32; 8]; 8]; // [row][quant group]
+        for (qr, wr) in q.iter_mut().zip(&w) {
+            _mm256_storeu_si256(qr.as_mut_ptr() as *mut __m256i, _mm256_add_epi8(q5_0_decode(&wr[k]), sixteen));
         }
-        for k in g..e {
-            // SAFETY (indexing): k < n and 2k + 1 < 2n, the lengths of the slices indexed
-            // (q5_0_tile_blocks). Aligned loads: a DecLine is 64-byte aligned, q then |q|.
-            let (b0, b1) = (rows.b.get_unchecked(2 * k).0.as_ptr(), rows.b.get_unchecked(2 * k + 1).0.as_ptr());
-            let (qx0, ax0) = (_mm256_load_si256(b0 as *const __m256i), _mm256_load_si256(b0.add(32) as *const __m256i));
-            let (qx1, ax1) = (_mm256_load_si256(b1 as *const __m256i), _mm256_load_si256(b1.add(32) as *const __m256i));
-            for t in 0..4 {
-                let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
-                let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));
-                acc[0][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[0][t].get_unchecked(k - g)), p0, acc[0][t]);
-                let p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax1, _mm256_sign_epi8(qy, qx1))));
-                acc[1][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[1][t].get_unchecked(k - g)), p1, acc[1][t]);
+        let mut lines = [DecLine([0; 64]); 4];
+        for j in 0..8 {
+            for (r, qr) in q.iter().enumerate() {
+                let at = 32 * (j % 2) + 4 * r;
+                lines[j / 2].0[at..at + 4].copy_from_slice(&qr[j].to_ne_bytes());
             }
         }
-        g = e;
+        out.b.extend(lines);
+        let mut d = [0f32; 8];
+        _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
+        out.d.extend_from_slice(&d);
     }
-    // Written out: a closure here would not inherit the target features (acc kept in memory).
-    let [a, b] = acc;
-    [
-        [hsum_f32x8(a[0]), hsum_f32x8(a[1]), hsum_f32x8(a[2]), hsum_f32x8(a[3])],
-        [hsum_f32x8(b[0]), hsum_f32x8(b[1]), hsum_f32x8(b[2]), hsum_f32x8(b[3])],
-    ]
+}
+
+/// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill).
+/// Per block and token, one maddubs per quant group (the token's four quants broadcast) serves
+/// the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 < 2^15), widened
+/// with madd, and the token's q8_0_neg16_sum takes back the + 16, so lane r holds the exact
+/// integer block sum s of row r; then acc = fma(f32(s), d_w * d_x, acc), blocks in order. That is
+/// the contract's block order (gate_q5_0_block in the kernels gate), not dot_q5_0_avx2's eight
+/// lane sums. Requires AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+    let n = rows.d.len() / 8;
+    assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+    for x in xs {
+        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+        assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+    }
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for k in 0..n {
+        // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
+        // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+        let lines = rows.b.as_ptr().add(4 * k) as *const u8;
+        let mut s = [_mm256_setzero_si256(); 4];
+        for half in 0..2 {
+            let mut p = [_mm256_setzero_si256(); 4];
+            for j in 4 * half..4 * half + 4 {
+                let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
+                for t in 0..4 {
+                    let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
+                    p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(y4)));
+                }
+            }
+            for t in 0..4 {
+                s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p[t], ones));
+            }
+        }
+        let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
+        for t in 0..4 {
+            let st = _mm256_add_epi32(s[t], _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
+            let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), dd, acc[t]);
+        }
+    }
+    let mut lanes = [[0f32; 8]; 4]; // [token][row]
+    for (l, a) in lanes.iter_mut().zip(acc) {
+        _mm256_storeu_ps(l.as_mut_ptr(), a);
+    }
+    std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
 }

@@ -53,3 +53,15 @@ pub(crate) unsafe fn dot2x4_q5_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32;
     }
     hsum_halves4(acc)
 }
+
+// The block count of the 2 x 4 tile over a row pair decoded with `lines` lines and `scales`
+// scales per block: asserts the decoded pair and the four activations' Q8_0 forms agree on it.
+fn q5_0_tile_blocks(rows: &DecRows, xs: [&Act; 4], lines: usize, scales: usize) -> usize {
+    let n = rows.b.len() / lines;
+    assert!(rows.b.len() == lines * n && rows.d.len() == scales * n, "decoded Q5_0 row pair of {} lines and {} scales", rows.b.len(), rows.d.len());
+    for x in xs {
+        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16.len() == n && x.f32.len() == 32 * n;
+        assert!(ok, "decoded Q5_0 row pair of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+    }
+    n
+}

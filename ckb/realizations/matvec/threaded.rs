@@ -3,8 +3,8 @@
 // bitwise identical for any thread count: in `matvec` by one call of the generated
 // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
 // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-// its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
-// tile (`dec_rows`; the results of the type's four-token order), the other tokens by `dot_row`.
+// its gemv), or, for a type with a tiled form, by `dot_dec` on tiles of `tile_rows(ty)` rows
+// decoded once (`dec_rows`; the results of the type's tiled order), the other tokens by `dot_row`.
 //
 // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
 // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -313,15 +313,16 @@ fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token.
+/// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token (a
+/// multiple of every type's `tile_rows`: 2, 4 or 8).
 const MATMUL_TILE_ROWS: usize = 8;
 
 /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
 /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
 /// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
-/// tiled form the groups of four go through `dot_dec2x4` instead: each row pair of a tile is
-/// decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (an odd last
-/// row is paired with itself).
+/// tiled form the groups of four go through `dot_dec` instead: each tile of `tile_rows(ty)` rows
+/// is decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (a short
+/// last tile repeats the last row).
 /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
 /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
 pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -348,28 +349,34 @@ pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
         // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
         // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
         let n4 = n_tok - n_tok % 4;
-        let mut dec: Vec<DecRows> = Vec::new(); // [tile rows / 2] row pairs
-        let mut tiled = n4 > 0; // until dec_rows says the type has no tiled form
+        // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
+        let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
+        let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
         let mut tr = r0;
         while tr < r1 {
             let te = (tr + MATMUL_TILE_ROWS).min(r1);
-            if tiled {
-                // an odd last row is decoded paired with itself, so every row takes the tile
-                dec.resize_with((te - tr).div_ceil(2), DecRows::default);
+            if tile_n > 0 {
+                // a short last tile repeats the last row, so every row takes the tiled kernel
+                dec.resize_with((te - tr).div_ceil(tile_n), DecRows::default);
                 let row = |r: usize| &data[r.min(te - 1) * rb..(r.min(te - 1) + 1) * rb];
-                tiled = dec.iter_mut().enumerate().all(|(p, d)| dec_rows(ty, [row(tr + 2 * p), row(tr + 2 * p + 1)], d));
+                for (p, d) in dec.iter_mut().enumerate() {
+                    let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
+                    assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
+                }
             }
             for t0 in (0..n4).step_by(4) {
                 let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
                 let mut r = tr;
                 while r < te {
-                    // Rows r, r + 1 (or the last row) through the tiled kernel, else row r
-                    // through dot_row4 / dot_row.
-                    let (n, v) = if tiled {
-                        ((te - r).min(2), dot_dec2x4(ty, &dec[(r - tr) / 2], g))
+                    // Rows r .. r + tile_n (or to the tile's end) through the tiled kernel, else row
+                    // r through dot_row4 / dot_row.
+                    let (n, v) = if tile_n > 0 {
+                        ((te - r).min(tile_n), dot_dec(ty, &dec[(r - tr) / tile_n], g))
                     } else {
                         let row = &data[r * rb..(r + 1) * rb];
-                        (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
+                        let mut v = [[0.0; 4]; 8];
+                        v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
+                        (1, v)
                     };
                     for (i, vi) in v.iter().take(n).enumerate() {
                         for (k, &vk) in vi.iter().enumerate() {

@@ -558,6 +558,22 @@ fn write_arm(s: &mut String, n: &str, is_unsafe: bool, call: &str, some: bool) {
     let _ = writeln!(s, "        GgmlType::{n} => {call},");
 }
 
+// The dispatch's adapters between a type's tile of R rows and the 8-row form of `dot_dec`.
+const TILE_HELPERS: &str = "/// `rows` as the array of R rows a tile decoder takes; panics for another count.
+fn tile_of<'a, const R: usize>(rows: &[&'a [u8]]) -> [&'a [u8]; R] {
+    rows.try_into().unwrap_or_else(|_| panic!(\"a tile of {} rows for a decoder of {R}\", rows.len()))
+}
+
+/// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
+#[inline]
+fn tile8<const R: usize>(v: [[f32; 4]; R]) -> [[f32; 4]; 8] {
+    let mut out = [[0.0; 4]; 8];
+    out[..R].copy_from_slice(&v);
+    out
+}
+
+";
+
 /// `COMPILED_TYPES`, `act_kind`, `dot_row`, `dequant_row`: one arm per selected tensor type.
 fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     if plan.target.kind == TargetKind::Cuda {
@@ -637,16 +653,27 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     s.push('\n');
     let tiled: Vec<_> = types
         .iter()
-        .filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k)| (n, *u, d, k)))
+        .filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k, r)| (n, *u, d, k, *r)))
         .collect();
-    let _ = writeln!(s, "/// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled");
+    let _ = writeln!(s, "/// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,");
+    let _ = writeln!(s, "/// `dot_dec`); 0 when the type has none.");
+    let _ = writeln!(s, "pub(crate) fn tile_rows(ty: GgmlType) -> usize {{");
+    let _ = writeln!(s, "    match ty {{");
+    for (n, _, _, _, r) in &tiled {
+        let _ = writeln!(s, "        GgmlType::{n} => {r},");
+    }
+    let _ = writeln!(s, "        _ => 0,");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s.push('\n');
+    let _ = writeln!(s, "/// Decodes the `tile_rows(ty)` weight rows of a tile into `out` for `dot_dec` (the type's tiled");
     let _ = writeln!(
         s,
-        "/// prefill form: the pair is decoded once for all tokens); false when the type has none."
+        "/// prefill form: a tile is decoded once for all tokens); false when the type has none."
     );
     let _ = writeln!(
         s,
-        "pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {{"
+        "pub(crate) fn dec_rows(ty: GgmlType, rows: &[&[u8]], out: &mut DecRows) -> bool {{"
     );
     if tiled.is_empty() {
         let _ = writeln!(
@@ -656,8 +683,8 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         let _ = writeln!(s, "    false");
     } else {
         let _ = writeln!(s, "    match ty {{");
-        for (n, is_unsafe, dec, _) in &tiled {
-            write_arm(&mut s, n, *is_unsafe, &format!("{dec}(rows, out)"), false);
+        for (n, is_unsafe, dec, _, _) in &tiled {
+            write_arm(&mut s, n, *is_unsafe, &format!("{dec}(tile_of(rows), out)"), false);
         }
         let _ = writeln!(s, "        _ => return false,");
         let _ = writeln!(s, "    }}");
@@ -665,24 +692,27 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     }
     let _ = writeln!(s, "}}");
     s.push('\n');
-    let _ = writeln!(s, "/// A row pair of type `ty` decoded by `dec_rows` · four prepared activations (a 2 x 4 tile);");
-    let _ = writeln!(s, "/// panics for a type without a tiled kernel.");
+    let _ = writeln!(s, "/// A tile of type `ty` decoded by `dec_rows` · four prepared activations: [row][token], the");
+    let _ = writeln!(s, "/// first `tile_rows(ty)` rows filled; panics for a type without a tiled kernel.");
     let _ = writeln!(s, "#[inline]");
     let _ = writeln!(
         s,
-        "pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {{"
+        "pub(crate) fn dot_dec(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {{"
     );
     if tiled.is_empty() {
         let _ = writeln!(s, "    let _ = (rows, xs);");
     }
     let _ = writeln!(s, "    match ty {{");
-    for (n, is_unsafe, _, k) in &tiled {
-        write_arm(&mut s, n, *is_unsafe, &format!("{k}(rows, xs)"), false);
+    for (n, is_unsafe, _, k, _) in &tiled {
+        write_arm(&mut s, n, *is_unsafe, &format!("tile8({k}(rows, xs))"), false);
     }
     let _ = writeln!(s, "        other => panic!(\"tensor type {{}} has no tiled kernel in this engine\", other.name()),");
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
+    if !tiled.is_empty() {
+        s.push_str(TILE_HELPERS);
+    }
     write_dequant_row(&mut s, &named);
     Ok(s)
 }

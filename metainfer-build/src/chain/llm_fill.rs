@@ -457,12 +457,12 @@ pub fn review_slot(slot: &Slot, code: &str, contract: Option<&Contract>) -> Vec<
             "pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"
         ));
     }
-    if let Some((d, k)) = &slot.entry_tile {
+    if let Some((d, k, r)) = &slot.entry_tile {
         extra.push(format!(
-            "pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; 2], out: &mut DecRows)"
+            "pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; {r}], out: &mut DecRows)"
         ));
         extra.push(format!(
-            "pub(crate) {unsafe_kw}fn {k}(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]"
+            "pub(crate) {unsafe_kw}fn {k}(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; {r}]"
         ));
     }
     review::review_section(&slot.id, code, contract, allow, &extra)

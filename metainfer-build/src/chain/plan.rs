@@ -43,9 +43,10 @@ pub struct Slot {
     /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
     /// (unsafe exactly when `entry` is).
     pub entry4: Option<String>,
-    /// For dot kernels with a tiled prefill form: the row-pair decoder (`dec_rows`) and the 2 x 4
-    /// kernel on a decoded pair (`dot_dec2x4`), unsafe exactly when `entry` is.
-    pub entry_tile: Option<(String, String)>,
+    /// For dot kernels with a tiled prefill form: the decoder of a tile's rows (`dec_rows`), the
+    /// rows x 4 kernel on a decoded tile (`dot_dec`), unsafe exactly when `entry` is, and the
+    /// rows of a tile (2, 4 or 8).
+    pub entry_tile: Option<(String, String, usize)>,
     /// Filled by the LLM implementer (a gap in the CKB, or every contract slot with
     /// `generator = "llm"`); `variants` then names the one variant a proposal would add.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -262,12 +263,18 @@ fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
         })?;
     let mut variants = chosen.with.clone();
     variants.push(chosen.variant.clone());
-    let entry_tile = match (&chosen.entry_dec, &chosen.entry2x4) {
-        (Some(d), Some(k)) => Some((d.clone(), k.clone())),
-        (None, None) => None,
+    let entry_tile = match (&chosen.entry_dec, &chosen.entry_tiled, chosen.tile_rows.unwrap_or(2)) {
+        (Some(d), Some(k), rows @ (2 | 4 | 8)) => Some((d.clone(), k.clone(), rows)),
+        (Some(_), Some(_), rows) => {
+            return Err(ChainError::Plan(format!(
+                "realization '{}' of contract '{cid}' has tile_rows = {rows}; a tile has 2, 4 or 8 rows",
+                chosen.variant
+            )))
+        }
+        (None, None, _) if chosen.tile_rows.is_none() => None,
         _ => {
             return Err(ChainError::Plan(format!(
-                "realization '{}' of contract '{cid}' names only one of entry_dec and entry2x4",
+                "realization '{}' of contract '{cid}' names only some of entry_dec, entry_tiled and tile_rows (a tiled form needs entry_dec and entry_tiled; tile_rows defaults to 2)",
                 chosen.variant
             )))
         }

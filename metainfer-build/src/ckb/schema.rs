@@ -79,15 +79,18 @@ pub struct RealizationRef {
     /// (`fn(row: &[u8], xs: [&Act; 4]) -> [f32; 4]`); unsafe exactly when `entry` is.
     #[serde(default)]
     pub entry4: Option<String>,
-    /// For dot kernels with a tiled prefill form: the row-pair decoder the dispatch's `dec_rows`
-    /// calls (`fn(rows: [&[u8]; 2], out: &mut DecRows)`), given together with `entry2x4`; unsafe
-    /// exactly when `entry` is.
+    /// For dot kernels with a tiled prefill form: the decoder of a tile's rows the dispatch's
+    /// `dec_rows` calls (`fn(rows: [&[u8]; R], out: &mut DecRows)`, R = `tile_rows`), given
+    /// together with `entry_tiled`; unsafe exactly when `entry` is.
     #[serde(default)]
     pub entry_dec: Option<String>,
-    /// The 2-row x 4-token kernel on a decoded row pair the dispatch's `dot_dec2x4` calls
-    /// (`fn(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2]`); unsafe exactly when `entry` is.
+    /// The R-row x 4-token kernel on a decoded tile the dispatch's `dot_dec` calls
+    /// (`fn(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; R]`); unsafe exactly when `entry` is.
     #[serde(default)]
-    pub entry2x4: Option<String>,
+    pub entry_tiled: Option<String>,
+    /// R, the rows of a tile: 2 (the default), 4 or 8.
+    #[serde(default)]
+    pub tile_rows: Option<usize>,
 }
 
 /// `ckb/models/<family>.toml`: a model family.

@@ -655,7 +655,10 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         .iter()
         .filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k, r)| (n, *u, d, k, *r)))
         .collect();
-    let _ = writeln!(s, "/// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,");
+    let _ = writeln!(
+        s,
+        "/// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,"
+    );
     let _ = writeln!(s, "/// `dot_dec`); 0 when the type has none.");
     let _ = writeln!(s, "pub(crate) fn tile_rows(ty: GgmlType) -> usize {{");
     let _ = writeln!(s, "    match ty {{");
@@ -684,7 +687,13 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     } else {
         let _ = writeln!(s, "    match ty {{");
         for (n, is_unsafe, dec, _, _) in &tiled {
-            write_arm(&mut s, n, *is_unsafe, &format!("{dec}(tile_of(rows), out)"), false);
+            write_arm(
+                &mut s,
+                n,
+                *is_unsafe,
+                &format!("{dec}(tile_of(rows), out)"),
+                false,
+            );
         }
         let _ = writeln!(s, "        _ => return false,");
         let _ = writeln!(s, "    }}");
@@ -693,7 +702,10 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "}}");
     s.push('\n');
     let _ = writeln!(s, "/// A tile of type `ty` decoded by `dec_rows` · four prepared activations: [row][token], the");
-    let _ = writeln!(s, "/// first `tile_rows(ty)` rows filled; panics for a type without a tiled kernel.");
+    let _ = writeln!(
+        s,
+        "/// first `tile_rows(ty)` rows filled; panics for a type without a tiled kernel."
+    );
     let _ = writeln!(s, "#[inline]");
     let _ = writeln!(
         s,
@@ -704,7 +716,13 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     }
     let _ = writeln!(s, "    match ty {{");
     for (n, is_unsafe, _, k, _) in &tiled {
-        write_arm(&mut s, n, *is_unsafe, &format!("tile8({k}(rows, xs))"), false);
+        write_arm(
+            &mut s,
+            n,
+            *is_unsafe,
+            &format!("tile8({k}(rows, xs))"),
+            false,
+        );
     }
     let _ = writeln!(s, "        other => panic!(\"tensor type {{}} has no tiled kernel in this engine\", other.name()),");
     let _ = writeln!(s, "    }}");

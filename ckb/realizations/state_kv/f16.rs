@@ -1,7 +1,7 @@
 use rt::half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
-pub(crate) const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 128;
 
 /// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
 /// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each

@@ -1,5 +1,5 @@
 // AVX-512 tiled Q4_K prefill kernel in the float order of llama.cpp's repacked gemm (the order of
-// dot4_q4_k_avx2): per super-block and pair p of sub-blocks the exact integers S_p and M_p, then
+// dot8x4_q4_k_avx2): per super-block and pair p of sub-blocks the exact integers S_p and M_p, then
 // acc = fma(f32(S_p), d*d_x, acc), acc_m = fma(f32(M_p), dmin*d_x, acc_m), result acc - acc_m.
 // Both rows of a pair share each 512-bit register (lanes 0..8 row 0, 8..16 row 1): per (token,
 // sub-block) one maddubs and one vpdpwssd on the pair's unpacked nibbles and broadcast scales;
@@ -41,7 +41,7 @@ pub(crate) unsafe fn decode_q4_k_avx512(rows: [&[u8]; 2], out: &mut DecRows) {
 }
 
 /// rows[i] . xs[t] for a row pair decoded by decode_q4_k_avx512 and four activations (prefill):
-/// result [i][t] is bitwise dot4_q4_k_avx2(row i, xs)[t]. Requires AVX2, FMA and AVX-512 F + BW +
+/// result [i][t] is bitwise the gemm order (gate_q4_k_gemm). Requires AVX2, FMA and AVX-512 F + BW +
 /// VL + VNNI.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]

@@ -18,25 +18,13 @@ pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     out.d.clear();
     let sixteen = _mm256_set1_epi8(16);
     for k in 0..n {
-        // Row r's quant groups as the eight i32 lanes of q[r]; an 8 x 8 transpose of i32 lanes
-        // (pairs, then quads, then halves) makes quant group j's register hold row r in lane r.
+        // Row r's quant groups as the eight i32 lanes of q[r]; transposed, quant group j's
+        // register holds row r in lane r.
         let q: [__m256i; 8] = std::array::from_fn(|r| _mm256_add_epi8(q5_0_decode(&w[r][k]), sixteen));
-        let t: [__m256i; 8] = std::array::from_fn(|i| {
-            let (a, b) = (q[i & !1], q[i | 1]);
-            if i % 2 == 0 { _mm256_unpacklo_epi32(a, b) } else { _mm256_unpackhi_epi32(a, b) }
-        });
-        // u[i]: rows 4(i / 4) .. + 4 of quant groups g and g + 4 (g = i % 4), in the two halves
-        let u: [__m256i; 8] = std::array::from_fn(|i| {
-            let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
-            if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) }
-        });
+        let groups = transpose8_epi32(q);
         let mut lines = [DecLine([0; 64]); 4];
-        for g in 0..4 {
-            let lo = _mm256_permute2x128_si256::<0x20>(u[g], u[g + 4]);
-            let hi = _mm256_permute2x128_si256::<0x31>(u[g], u[g + 4]);
-            for (j, v) in [(g, lo), (g + 4, hi)] {
-                _mm256_store_si256(lines[j / 2].0.as_mut_ptr().add(32 * (j % 2)) as *mut __m256i, v);
-            }
+        for (j, v) in groups.into_iter().enumerate() {
+            _mm256_store_si256(lines[j / 2].0.as_mut_ptr().add(32 * (j % 2)) as *mut __m256i, v);
         }
         out.b.extend(lines);
         let mut d = [0f32; 8];

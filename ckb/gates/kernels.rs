@@ -18,8 +18,8 @@
 //                     gate_q4_k_gemm (an independent scalar reading of the block bytes).
 // dec_bits:           dot_dec on tiles of tile_rows(ty) rows decoded by dec_rows (where the
 //                     type has a tiled form) against dot_row of each (row, token) pair (Q4_K: or
-//                     gate_q4_k_gemm; Q5_0: or gate_q5_0_block, the block order of its 8 x 4
-//                     tiles), bitwise, over the same lengths; the decoded buffers are reused
+//                     gate_q4_k_gemm; Q5_0 and Q6_K: or gate_q5_0_block / gate_q6_k_block, the
+//                     block order of their 8 x 4 tiles), bitwise, over the same lengths; the decoded buffers are reused
 //                     across lengths, as matmul does.
 // matvec:             matvec, matvec_many (three matrices as one job) and matmul against a naive loop of dot_row (for matmul's groups of
 //                     four tokens: dot_dec on the row's tile where the type has a tiled form,
@@ -228,12 +228,32 @@ fn gate_q5_0_block(row: &[u8], x: &Act) -> f32 {
     acc
 }
 
+// The block order of Q6_K's 8 x 4 tiles, read from the block bytes (ql[128], qh[64], i8
+// scales[16], f16 d): per super-block the exact integer Σ_v sc[v / 16] * (q6_v - 32) * q_x[v],
+// then one fma by d_w * d_x, super-blocks in order.
+fn gate_q6_k_block(row: &[u8], x: &Act) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, y) in row.chunks_exact(210).zip(&x.q8_k) {
+        let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
+        let q = |v: usize| {
+            let (h, c, l) = (v / 128, v % 128 / 32, v % 32);
+            let lo = ql[64 * h + l + 32 * (c % 2)] >> (4 * (c / 2)) & 15;
+            let hi = qh[32 * h + l] >> (2 * c) & 3;
+            (lo | hi << 4) as i32 - 32
+        };
+        let s: i32 = (0..256).map(|v| sc[v / 16] as i8 as i32 * q(v) * y.qs[v] as i32).sum();
+        acc = (s as f32).mul_add(fp16_to_f32(u16::from_le_bytes([b[208], b[209]])) * y.d, acc);
+    }
+    acc
+}
+
 // Whether a four-token or tiled kernel's result `v` for (row, x) is bitwise what the type's
-// orders allow: dot_row, or for Q4_K also the gemm order, for Q5_0 also the block order.
+// orders allow: dot_row, or for Q4_K also the gemm order, for Q5_0 and Q6_K also the block order.
 fn gate_four_token_ok(ty: GgmlType, row: &[u8], x: &Act, v: f32) -> bool {
     let other = match ty.name() {
         "Q4_K" => Some(gate_q4_k_gemm(row, x)),
         "Q5_0" => Some(gate_q5_0_block(row, x)),
+        "Q6_K" => Some(gate_q6_k_block(row, x)),
         _ => None,
     };
     v.to_bits() == dot_row(ty, row, x).to_bits() || other.is_some_and(|o| v.to_bits() == o.to_bits())
@@ -479,7 +499,7 @@ fn gate_dec_bits() {
         }
     }
     println!("GATE dec_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
-    assert!(failures.is_empty(), "dot_dec differs bitwise from dot_row (and for Q4_K from the gemm order, for Q5_0 from the block order):\n{}", failures.join("\n"));
+    assert!(failures.is_empty(), "dot_dec differs bitwise from dot_row (and for Q4_K from the gemm order, for Q5_0 and Q6_K from the block order):\n{}", failures.join("\n"));
 }
 
 #[test]

@@ -3,9 +3,9 @@
 // quants by maddubs and pairwise with the per-16 scales by madd into eight i32 lanes; the -32
 // offset is taken off per lane as 32 * (bsums . scales) (madd of bsums with the scales); per
 // super-block one fma by d_x*d into eight f32 lanes, reduced at the end. Integer parts are exact;
-// the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. The
-// four-token prefill kernel is avx2_dot4.rs (the avx2 realization's `with`; the avx512 one
-// replaces it with its tile).
+// the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. Prefill goes
+// through the 8 x 4 tile of avx2_tile.rs in the block order (the avx2 realization's `with`; the
+// avx512 one replaces it with its VNNI 2 x 4 tile in this order).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;

@@ -1,7 +1,9 @@
 // AVX2 Q5_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q5_0_q8_0: nibbles are
-// spread to 32 bytes, the 32 high bits of qh expanded to bytes, and each byte made q5 - 16 as
-// `nibble | (bit ? 0 : 0xF0)`; then eight i32 lane sums of products with the Q8_0 quants,
-// converted to f32 and accumulated with one fma by d_w*d_x. The scales of eight blocks are
+// spread to 32 bytes, the 32 high bits of qh expanded to bytes, and each byte made q5 + 16 as
+// `nibble | (bit ? 0x10 : 0)`; then ggml's eight i32 lane sums of products with the Q8_0 quants,
+// exactly (maddubs of the unsigned bytes, one op fewer than ggml's sign trick, plus the
+// activation's q8_0_neg16, -16 x each four-quant sum), converted to f32 and accumulated with one
+// fma by d_w*d_x. The scales of eight blocks are
 // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
 // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
 // path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
@@ -11,7 +13,8 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-// The 32 signed quants of a block as bytes, in value order.
+// The 32 quants of a block + 16 (0..=31, unsigned, as maddubs wants its first operand) as bytes,
+// in value order: nibble | 0x10 where the value's bit of qh is set.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -25,8 +28,7 @@ unsafe fn q5_0_decode(b: &BlockQ5_0) -> __m256i {
     let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), shuf);
     let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
     let hbits = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
-    let hneg = _mm256_andnot_si256(hbits, _mm256_set1_epi8(0xF0u8 as i8));
-    _mm256_or_si256(qx, hneg)
+    _mm256_or_si256(qx, _mm256_and_si256(hbits, _mm256_set1_epi8(0x10)))
 }
 
 /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
@@ -37,19 +39,24 @@ pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
     let a = &x.q8_0[..];
     let ad = &x.q8_0_d[..];
     assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
-    assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
+    assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len() && x.q8_0_neg16.len() == a.len(), "activation lacks its Q8_0 form");
     let mut acc = _mm256_setzero_ps();
     // Eight blocks per step: their eight scale products are formed at once and parked on the
     // stack, then broadcast from there block by block (a load rather than a lane permute on the
     // vector ports); the fma chain is in block order.
     let mut dd = [0f32; 8];
+    let mut k0 = 0; // the chunk's first block
     for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
         _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
-        for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
-            let qx = q5_0_decode(b);
+        for (((b, y), d), neg16) in wb.iter().zip(ab).zip(&dd).zip(&x.q8_0_neg16[k0..]) {
+            // ggml's eight lane sums Σ q * y over four quants, exactly: (q + 16) . y by maddubs
+            // (no saturation: 2 * 31 * 127 < 2^15) and madd, plus the activation's -16 * Σ y
             let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), mul_sum_i8_pairs_float(qx, qy), acc);
+            let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1));
+            let s = _mm256_add_epi32(s, _mm256_loadu_si256(neg16.as_ptr() as *const __m256i));
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), _mm256_cvtepi32_ps(s), acc);
         }
+        k0 += wb.len();
     }
     hsum_f32x8(acc)
 }

@@ -16,11 +16,10 @@ pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
     out.b.clear();
     out.d.clear();
-    let sixteen = _mm256_set1_epi8(16);
     for k in 0..n {
         // Row r's quant groups as the eight i32 lanes of q[r]; transposed, quant group j's
         // register holds row r in lane r.
-        let q: [__m256i; 8] = std::array::from_fn(|r| _mm256_add_epi8(q5_0_decode(&w[r][k]), sixteen));
+        let q: [__m256i; 8] = std::array::from_fn(|r| q5_0_decode(&w[r][k]));
         let groups = transpose8_epi32(q);
         let mut lines = [DecLine([0; 64]); 4];
         for (j, v) in groups.into_iter().enumerate() {

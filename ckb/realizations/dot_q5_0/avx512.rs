@@ -16,11 +16,10 @@ pub(crate) unsafe fn decode_q5_0_avx512(rows: [&[u8]; 2], out: &mut DecRows) {
     assert_eq!(w0.len(), w1.len(), "Q5_0 row pair of {} and {} blocks", w0.len(), w1.len());
     out.b.clear();
     out.d.clear();
-    let sixteen = _mm256_set1_epi8(16);
     for (b0, b1) in w0.iter().zip(w1) {
         let (mut q, mut d) = (DecLine([0; 64]), DecLine([0; 64]));
-        _mm256_store_si256(q.0.as_mut_ptr() as *mut __m256i, _mm256_add_epi8(q5_0_decode(b0), sixteen));
-        _mm256_store_si256(q.0.as_mut_ptr().add(32) as *mut __m256i, _mm256_add_epi8(q5_0_decode(b1), sixteen));
+        _mm256_store_si256(q.0.as_mut_ptr() as *mut __m256i, q5_0_decode(b0));
+        _mm256_store_si256(q.0.as_mut_ptr().add(32) as *mut __m256i, q5_0_decode(b1));
         for (half, b) in [b0, b1].into_iter().enumerate() {
             let s = _mm256_set1_ps(fp16_to_f32(u16::from_le_bytes(b.d)));
             _mm256_store_ps(d.0.as_mut_ptr().add(32 * half) as *mut f32, s);

@@ -24,17 +24,13 @@ pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     let m4 = _mm256_set1_epi8(0x0F);
     for k in 0..n {
         let mut lines = [DecLine([0; 64]); Q4_K_TILE_LINES];
-        let at = |lines: &mut [DecLine; Q4_K_TILE_LINES], byte: usize| lines[byte / 64].0.as_mut_ptr().add(byte % 64);
-        for j in 0..8 {
-            // Sub-block j's 32 quants of each row (low nibbles of qs[32(j / 2)..] for even j,
-            // high for odd), transposed into its eight quant groups.
-            let q: [__m256i; 8] = std::array::from_fn(|r| {
-                let bits = _mm256_loadu_si256(w[r][k].qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
-                _mm256_and_si256(if j % 2 == 0 { bits } else { _mm256_srli_epi16(bits, 4) }, m4)
+        for c in 0..8 {
+            // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
+            let q = std::array::from_fn(|r| {
+                let bits = _mm256_loadu_si256(w[r][k].qs.as_ptr().add(32 * (c / 2)) as *const __m256i);
+                _mm256_and_si256(if c % 2 == 0 { bits } else { _mm256_srli_epi16(bits, 4) }, m4)
             });
-            for (g, v) in transpose8_epi32(q).into_iter().enumerate() {
-                _mm256_store_si256(at(&mut lines, 32 * (8 * j + g)) as *mut __m256i, v);
-            }
+            interleave8(q, &mut lines[4 * c..4 * c + 4]);
         }
         let mut sc = [[0i16; 16]; 8]; // [sub-block][i16 lane]
         let mut mins = [[0i16; 16]; 4]; // [pair][i16 lane]
@@ -48,7 +44,7 @@ pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         }
         out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].dmin))));
         for (i, v) in sc.iter().chain(&mins).enumerate() {
-            _mm256_store_si256(at(&mut lines, 2048 + 32 * i) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
+            _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
         }
         out.b.extend(lines);
     }

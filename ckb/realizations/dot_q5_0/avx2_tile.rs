@@ -17,14 +17,8 @@ pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     out.b.clear();
     out.d.clear();
     for k in 0..n {
-        // Row r's quant groups as the eight i32 lanes of q[r]; transposed, quant group j's
-        // register holds row r in lane r.
-        let q: [__m256i; 8] = std::array::from_fn(|r| q5_0_decode(&w[r][k]));
-        let groups = transpose8_epi32(q);
         let mut lines = [DecLine([0; 64]); 4];
-        for (j, v) in groups.into_iter().enumerate() {
-            _mm256_store_si256(lines[j / 2].0.as_mut_ptr().add(32 * (j % 2)) as *mut __m256i, v);
-        }
+        interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), &mut lines);
         out.b.extend(lines);
         let mut d = [0f32; 8];
         _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));

@@ -20,17 +20,10 @@ pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
     out.b.clear();
     out.d.clear();
-    let off = _mm256_set1_epi8(32);
     for k in 0..n {
         let mut lines = [DecLine([0; 64]); Q6_K_TILE_LINES];
-        let at = |lines: &mut [DecLine; Q6_K_TILE_LINES], byte: usize| lines[byte / 64].0.as_mut_ptr().add(byte % 64);
-        let q = w.map(|wr| q6_k_unpack(&wr[k]));
         for c in 0..8 {
-            // values 32c..32c + 32 of each row, transposed into quant groups 8c..8c + 8
-            let v: [__m256i; 8] = std::array::from_fn(|r| _mm256_add_epi8(_mm256_loadu_si256(q[r].as_ptr().add(32 * c) as *const __m256i), off));
-            for (g, x) in transpose8_epi32(v).into_iter().enumerate() {
-                _mm256_store_si256(at(&mut lines, 32 * (8 * c + g)) as *mut __m256i, x);
-            }
+            interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
         }
         let mut sc = [[0i16; 16]; 24]; // [sub-block, then pair][i16 lane]
         for (r, wr) in w.iter().enumerate() {
@@ -42,7 +35,7 @@ pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
             out.d.push(fp16_to_f32(u16::from_le_bytes(wr[k].d)));
         }
         for (i, v) in sc.iter().enumerate() {
-            _mm256_store_si256(at(&mut lines, 2048 + 32 * i) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
+            _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
         }
         out.b.extend(lines);
     }

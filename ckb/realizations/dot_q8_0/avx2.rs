@@ -28,24 +28,14 @@ pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
     assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
     assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
     let mut acc = _mm256_setzero_ps();
-    // Eight blocks per step: their eight scale products are formed at once, then each block's
-    // product is broadcast from its lane; the fma chain is in block order.
+    // Eight blocks per step: their eight scale products are formed at once and parked on the
+    // stack, then broadcast from there block by block (a load rather than a lane permute on the
+    // vector ports); the fma chain is in block order.
+    let mut dd = [0f32; 8];
     for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        let dd = _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb));
-        if let (Ok(wb), Ok(ab)) = (<&[BlockQ8_0W; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
-            // Full group: written out, with constant lane indices.
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), &wb[1], &ab[1]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(2)), &wb[2], &ab[2]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(3)), &wb[3], &ab[3]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4)), &wb[4], &ab[4]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(5)), &wb[5], &ab[5]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(6)), &wb[6], &ab[6]);
-            acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(7)), &wb[7], &ab[7]);
-        } else {
-            for (k, (b, y)) in wb.iter().zip(ab).enumerate() {
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k as i32)), b, y);
-            }
+        _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
+        for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
+            acc = q8_0_step(acc, _mm256_broadcast_ss(d), b, y);
         }
     }
     hsum_f32x8(acc)
@@ -63,30 +53,21 @@ pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
         assert_eq!(w.len(), x.q8_0.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
         assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
     }
-    let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
-    let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
     let mut acc = [_mm256_setzero_ps(); 4];
     let ones = _mm256_set1_epi16(1);
+    let mut dd = [[0f32; 8]; 4]; // [token][block of the group]: d_w * d_x, parked on the stack
     for (g, wb) in w.chunks(8).enumerate() {
-        let b0 = g * 8;
-        let e = b0 + wb.len();
         let wd = f16x8_scales(wb.len(), |k| wb[k].d);
-        let dd = [
-            _mm256_mul_ps(wd, f32x8_head(&d0[b0..e])),
-            _mm256_mul_ps(wd, f32x8_head(&d1[b0..e])),
-            _mm256_mul_ps(wd, f32x8_head(&d2[b0..e])),
-            _mm256_mul_ps(wd, f32x8_head(&d3[b0..e])),
-        ];
+        for t in 0..4 {
+            _mm256_storeu_ps(dd[t].as_mut_ptr(), _mm256_mul_ps(wd, f32x8_head(&xs[t].q8_0_d[8 * g..8 * g + wb.len()])));
+        }
         for (k, b) in wb.iter().enumerate() {
             let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
             let ax = _mm256_sign_epi8(qx, qx);
-            let idx = _mm256_set1_epi32(k as i32);
-            let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
             for t in 0..4 {
-                let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
-                let sy = _mm256_sign_epi8(qy, qx);
-                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
-                acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+                let qy = _mm256_loadu_si256(xs[t].q8_0[8 * g + k].qs.as_ptr() as *const __m256i);
+                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx))));
+                acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[t][k]), p, acc[t]);
             }
         }
     }

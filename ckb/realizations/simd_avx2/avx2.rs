@@ -82,42 +82,24 @@ pub(crate) unsafe fn f32x8_head(v: &[f32]) -> __m256 {
     }
 }
 
-/// The 8 x 8 transpose of i32 lanes: lane r of out[j] is lane j of q[r] (pairs, then quads,
-/// then halves). The tiled kernels' decoders use it to interleave eight rows four bytes at a time.
+/// 32 bytes of eight rows (q[r]) interleaved four bytes at a time into four lines, as the 8-row
+/// tiles' decoders lay out quants: at byte 32g of `out`, row r's bytes 4g..4g + 4 at 4r. An 8 x 8
+/// transpose of i32 lanes: pairs, then quads, then halves.
 #[cfg(target_arch = "x86_64")]
-#[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn transpose8_epi32(q: [__m256i; 8]) -> [__m256i; 8] {
-    // t[2m], t[2m + 1]: rows 2m, 2m + 1 interleaved, lanes (0, 1 | 4, 5) and (2, 3 | 6, 7)
-    let mut t = [_mm256_setzero_si256(); 8];
-    for m in 0..4 {
-        t[2 * m] = _mm256_unpacklo_epi32(q[2 * m], q[2 * m + 1]);
-        t[2 * m + 1] = _mm256_unpackhi_epi32(q[2 * m], q[2 * m + 1]);
-    }
+pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
+    let t: [__m256i; 8] = std::array::from_fn(|i| {
+        let (a, b) = (q[i & !1], q[i | 1]); // rows i, i + 1 (i even): lanes (0, 1 | 4, 5), (2, 3 | 6, 7)
+        if i % 2 == 0 { _mm256_unpacklo_epi32(a, b) } else { _mm256_unpackhi_epi32(a, b) }
+    });
     // u[i]: rows 4(i / 4) .. + 4 of lanes g and g + 4 (g = i % 4), in the two halves
-    let mut u = [_mm256_setzero_si256(); 8];
-    for i in 0..8 {
+    let u: [__m256i; 8] = std::array::from_fn(|i| {
         let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
-        u[i] = if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) };
+        if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) }
+    });
+    for g in 0..8 {
+        let (a, b) = (u[g % 4], u[g % 4 + 4]);
+        let v = if g < 4 { _mm256_permute2x128_si256::<0x20>(a, b) } else { _mm256_permute2x128_si256::<0x31>(a, b) };
+        _mm256_store_si256(out[g / 2].0.as_mut_ptr().add(32 * (g % 2)) as *mut __m256i, v);
     }
-    let mut out = [_mm256_setzero_si256(); 8];
-    for g in 0..4 {
-        out[g] = _mm256_permute2x128_si256::<0x20>(u[g], u[g + 4]);
-        out[g + 4] = _mm256_permute2x128_si256::<0x31>(u[g], u[g + 4]);
-    }
-    out
-}
-
-// Lanes 0..8 and lanes 8..16 of four 512-bit accumulators, each eight summed as hsum_f32x8
-// does: [low halves, high halves] (the two rows of an AVX-512 pair tile, four tokens).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma,avx512f")]
-pub(crate) unsafe fn hsum_halves4(acc: [__m512; 4]) -> [[f32; 4]; 2] {
-    let mut out = [[0f32; 4]; 2];
-    for (t, a) in acc.into_iter().enumerate() {
-        out[0][t] = hsum_f32x8(_mm512_castps512_ps256(a));
-        out[1][t] = hsum_f32x8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))));
-    }
-    out
 }

@@ -558,13 +558,8 @@ fn write_arm(s: &mut String, n: &str, is_unsafe: bool, call: &str, some: bool) {
     let _ = writeln!(s, "        GgmlType::{n} => {call},");
 }
 
-// The dispatch's adapters between a type's tile of R rows and the 8-row form of `dot_dec`.
-const TILE_HELPERS: &str = "/// `rows` as the array of R rows a tile decoder takes; panics for another count.
-fn tile_of<'a, const R: usize>(rows: &[&'a [u8]]) -> [&'a [u8]; R] {
-    rows.try_into().unwrap_or_else(|_| panic!(\"a tile of {} rows for a decoder of {R}\", rows.len()))
-}
-
-/// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
+// The dispatch's adapter from a type's tile of R rows to the 8-row form of `dot_dec`.
+const TILE_HELPERS: &str = "/// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
 #[inline]
 fn tile8<const R: usize>(v: [[f32; 4]; R]) -> [[f32; 4]; 8] {
     let mut out = [[0.0; 4]; 8];
@@ -691,7 +686,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
                 &mut s,
                 n,
                 *is_unsafe,
-                &format!("{dec}(tile_of(rows), out)"),
+                &format!("{dec}(rows.try_into().expect(\"tile_rows rows\"), out)"),
                 false,
             );
         }

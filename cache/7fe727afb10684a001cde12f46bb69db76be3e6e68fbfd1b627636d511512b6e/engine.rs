@@ -20,9 +20,9 @@
 //    5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+avx2)
 //    6. GeGLU: the GELU (tanh form) gate of gemma's FFN, as llama.cpp computes it (geglu/scalar)
 //    7. F32 blocks and dot kernel (dot_f32/blocks+avx2)
-//    8. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2_dot4+avx2)
+//    8. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2_tile+avx2)
 //    9. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2_tile+avx2)
-//   10. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_dot4+avx2)
+//   10. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_tile+avx2)
 //   11. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
 //   12. Kernel dispatch over the compiled tensor types (generated)
 //   13. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
@@ -748,14 +748,14 @@ mod act_quant {
     #[derive(Clone, Copy, Debug)]
     pub(crate) struct DecLine(pub(crate) [u8; 64]);
 
-    /// Two weight rows decoded together, once, for the tiled prefill kernels (`dec_rows` /
-    /// `dot_dec2x4` in the dispatch), so a row pair is decoded once for all tokens instead of once
-    /// per group of tokens. Filled by a weight type's decoder in its own layout (documented beside
-    /// the decoder); the buffers are reused from pair to pair.
+    /// A tile of weight rows (the type's `tile_rows`) decoded together, once, for the tiled prefill
+    /// kernels (`dec_rows` / `dot_dec` in the dispatch), so a row is decoded once for all tokens
+    /// instead of once per group of tokens. Filled by a weight type's decoder in its own layout
+    /// (documented beside the decoder); the buffers are reused from tile to tile.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct DecRows {
-        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][2 rows] for Q5_0 AVX2
-        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][2 rows] (may be empty)
+        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][4 lines of 8 rows] for Q5_0 AVX2
+        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][8 rows] (may be empty)
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -767,6 +767,7 @@ mod act_quant {
         pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
         pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
         pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
+        pub(crate) q8_0_neg16_sum: Vec<i32>,  // [n/32] -16 * (qs[0] + .. + qs[31]) of q8_0[i]: its lanes summed
         pub(crate) q8_0_s: Vec<f32>,      // [n/32] f16(amax_i / 127 * sum of q8_0[i].qs), ggml's q8_1 `s`
         pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
     }
@@ -785,7 +786,7 @@ mod act_quant {
         pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
             let n = x.len();
             [&mut self.f32, &mut self.f16, &mut self.bf16, &mut self.q8_0_d, &mut self.q8_0_s].into_iter().for_each(Vec::clear);
-            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_k.clear());
+            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_0_neg16_sum.clear(), self.q8_k.clear());
             self.f32.extend_from_slice(x);
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -801,6 +802,7 @@ mod act_quant {
                 // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
                 let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
                 self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
+                self.q8_0_neg16_sum.extend(self.q8_0_neg16.iter().map(|l| l.iter().sum::<i32>()));
                 // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m),
                 // as ggml's quantize_row_q8_1 stores it: the unrounded d = amax / 127 times the sum, rounded
                 // to f16 (the exact f32 product drifts from llama.cpp's logits by ~0.1 on SmolLM2; this
@@ -826,7 +828,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v1, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v2, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
@@ -914,18 +916,26 @@ mod simd_avx2 {
         }
     }
 
-    // Lanes 0..8 and lanes 8..16 of four 512-bit accumulators, each eight summed as hsum_f32x8
-    // does: [low halves, high halves] (the two rows of an AVX-512 pair tile, four tokens).
+    /// 32 bytes of eight rows (q[r]) interleaved four bytes at a time into four lines, as the 8-row
+    /// tiles' decoders lay out quants: at byte 32g of `out`, row r's bytes 4g..4g + 4 at 4r. An 8 x 8
+    /// transpose of i32 lanes: pairs, then quads, then halves.
     #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    pub(crate) unsafe fn hsum_halves4(acc: [__m512; 4]) -> [[f32; 4]; 2] {
-        let mut out = [[0f32; 4]; 2];
-        for (t, a) in acc.into_iter().enumerate() {
-            out[0][t] = hsum_f32x8(_mm512_castps512_ps256(a));
-            out[1][t] = hsum_f32x8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))));
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
+        let t: [__m256i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (q[i & !1], q[i | 1]); // rows i, i + 1 (i even): lanes (0, 1 | 4, 5), (2, 3 | 6, 7)
+            if i % 2 == 0 { _mm256_unpacklo_epi32(a, b) } else { _mm256_unpackhi_epi32(a, b) }
+        });
+        // u[i]: rows 4(i / 4) .. + 4 of lanes g and g + 4 (g = i % 4), in the two halves
+        let u: [__m256i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
+            if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) }
+        });
+        for g in 0..8 {
+            let (a, b) = (u[g % 4], u[g % 4 + 4]);
+            let v = if g < 4 { _mm256_permute2x128_si256::<0x20>(a, b) } else { _mm256_permute2x128_si256::<0x31>(a, b) };
+            _mm256_store_si256(out[g / 2].0.as_mut_ptr().add(32 * (g % 2)) as *mut __m256i, v);
         }
-        out
     }
 }
 pub use simd_avx2::*;
@@ -1382,7 +1392,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+avx2_dot4+avx2 (ckb) ====
+// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1459,93 +1469,118 @@ mod dot_q4_k {
         }
     }
 
-    // AVX2 four-token Q4_K prefill kernel over the helpers of avx2.rs, in the float order of
-    // llama.cpp's repacked gemm.
+    // AVX2 tiled Q4_K prefill kernel in the float order of llama.cpp's repacked gemm
+    // (ggml_gemm_q4_K_8x8_q8_K), laid out as that gemm lays out its weights: eight rows decoded
+    // together, their 4-bit quants interleaved four at a time, so one maddubs serves the eight rows
+    // of a token (a row per i32 lane) and the per-pair sums come out per row without horizontal adds.
 
-    /// row . xs[t] for four activations with the float operation order of llama.cpp's AVX2 gemm for
-    /// repacked Q4_K weights (ggml_gemm_q4_K_8x8_q8_K, used for each group of four tokens of a
-    /// prefill): per super-block and per pair of sub-blocks p (0..4) the exact integers
-    /// S_p = sc_2p * (q . x_q)_2p + sc_2p+1 * (q . x_q)_2p+1 and M_p = m_2p * bsum32_2p +
-    /// m_2p+1 * bsum32_2p+1, then acc = fma(f32(S_p), d*d_x, acc), acc_m = fma(f32(M_p),
-    /// dmin*d_x, acc_m) in that order (four steps per super-block, not one as in the gemv);
-    /// result = acc - acc_m. Lane t of the float accumulators is token t. Requires AVX2 and FMA.
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 8 sub-block scale vectors,
+    // then 4 min vectors (32 bytes each).
+    const Q4_K_TILE_LINES: usize = 38;
+
+    /// Decodes eight Q4_K rows for dot8x4_q4_k_avx2. Layout: super-block k takes lines 38k..38k + 38:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants
+    /// (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16 scale of sub-block j, row r's in
+    /// i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of sub-blocks 2p and 2p + 1, row r's in
+    /// i16 lanes 2r and 2r + 1. d[16k + r] is row r's d, d[16k + 8 + r] its dmin, as f32. The
+    /// buffers of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot4_q4_k_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
-        let w = q4_k_blocks(row);
-        for x in xs {
-            assert_eq!(w.len(), x.q8_k.len(), "Q4_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), x.q8_k.len());
-            assert_eq!(x.q8_k.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
-        }
-        let a = [&xs[0].q8_k[..], &xs[1].q8_k[..], &xs[2].q8_k[..], &xs[3].q8_k[..]];
+    pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q4_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q4_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        out.b.clear();
+        out.d.clear();
         let m4 = _mm256_set1_epi8(0x0F);
-        let mut acc = _mm_setzero_ps();
-        let mut acc_m = _mm_setzero_ps();
-        for (i, b) in w.iter().enumerate() {
-            // [d, dmin], each times the four tokens' d_x (one rounding, as d*d_x); 16 x i16: scales
-            // 0..8 then mins 0..8.
-            let dw = q4_k_d_dmin(b);
-            let dx = _mm_set_ps(a[3][i].d, a[2][i].d, a[1][i].d, a[0][i].d);
-            let dd = _mm_mul_ps(_mm_shuffle_ps::<0x00>(dw, dw), dx);
-            let dm = _mm_mul_ps(_mm_shuffle_ps::<0x55>(dw, dw), dx);
-            let mins_and_scales = q4_k_scales_mins(&b.scales);
-            let mins = _mm256_extracti128_si256(mins_and_scales, 1);
-            let sc128 = _mm256_castsi256_si128(mins_and_scales);
-            let scales = _mm256_set_m128i(sc128, sc128);
-            let mut scale_l = [_mm256_setzero_si256(); 4];
-            let mut scale_h = [_mm256_setzero_si256(); 4];
-            for j in 0..4 {
-                // The i16 scales 2j and 2j+1, broadcast.
-                scale_l[j] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(((4 * j + 1) << 8 | (4 * j)) as i16));
-                scale_h[j] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(((4 * j + 3) << 8 | (4 * j + 2)) as i16));
+        for k in 0..n {
+            let mut lines = [DecLine([0; 64]); Q4_K_TILE_LINES];
+            for c in 0..8 {
+                // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
+                let q = std::array::from_fn(|r| {
+                    let bits = _mm256_loadu_si256(w[r][k].qs.as_ptr().add(32 * (c / 2)) as *const __m256i);
+                    _mm256_and_si256(if c % 2 == 0 { bits } else { _mm256_srli_epi16(bits, 4) }, m4)
+                });
+                interleave8(q, &mut lines[4 * c..4 * c + 4]);
             }
-            let q4 = b.qs.as_ptr();
-            // Per token t: [S_0, S_1, S_2, S_3] and [M_0, M_1, M_2, M_3] (exact i32).
-            let mut sv = [_mm_setzero_si128(); 4];
-            let mut mv = [_mm_setzero_si128(); 4];
-            for t in 0..4 {
-                let y = &a[t][i];
-                let q8 = y.qs.as_ptr();
-                let mut p = [_mm256_setzero_si256(); 4];
-                for j in 0..4 {
-                    let q4bits = _mm256_loadu_si256(q4.add(32 * j) as *const __m256i);
-                    let q4l = _mm256_and_si256(q4bits, m4);
-                    let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-                    let q8l = _mm256_loadu_si256(q8.add(64 * j) as *const __m256i);
-                    let q8h = _mm256_loadu_si256(q8.add(64 * j + 32) as *const __m256i);
-                    let p16l = _mm256_madd_epi16(scale_l[j], _mm256_maddubs_epi16(q4l, q8l));
-                    let p16h = _mm256_madd_epi16(scale_h[j], _mm256_maddubs_epi16(q4h, q8h));
-                    p[j] = _mm256_add_epi32(p16l, p16h);
+            let mut sc = [[0i16; 16]; 8]; // [sub-block][i16 lane]
+            let mut mins = [[0i16; 16]; 4]; // [pair][i16 lane]
+            for (r, wr) in w.iter().enumerate() {
+                for j in 0..8 {
+                    let (s, m) = q4_k_scale_min(j, &wr[k].scales);
+                    sc[j][2 * r..2 * r + 2].fill(s as i16);
+                    mins[j / 2][2 * r + j % 2] = m as i16;
                 }
-                let h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-                sv[t] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
-                mv[t] = _mm_madd_epi16(mins, q8s);
+                out.d.push(fp16_to_f32(u16::from_le_bytes(wr[k].d)));
             }
-            // Transpose so that vector p holds pair p of the four tokens, then the fma chains.
-            let st = q4_k_transpose4(sv);
-            let mt = q4_k_transpose4(mv);
-            for p in 0..4 {
-                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(st[p]), dd, acc);
-                acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(mt[p]), dm, acc_m);
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].dmin))));
+            for (i, v) in sc.iter().chain(&mins).enumerate() {
+                _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
             }
+            out.b.extend(lines);
         }
-        let mut out = [0f32; 4];
-        _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(acc, acc_m));
-        out
     }
 
-    // 4 x 4 transpose of i32 lanes: out[p][t] = r[t][p].
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q4_k_avx2 and four activations (prefill), in
+    /// the gemm order (gate_q4_k_gemm in the kernels gate): per super-block and pair p of sub-blocks
+    /// the exact S_p = sc_2p * (q . x_q)_2p + sc_2p+1 * (q . x_q)_2p+1 and M_p = m_2p * bsum32_2p +
+    /// m_2p+1 * bsum32_2p+1, then acc = fma(f32(S_p), d * d_x, acc), acc_m = fma(f32(M_p), dmin *
+    /// d_x, acc_m); result acc - acc_m. The eight groups of a sub-block are summed in i16 (|sum| <=
+    /// 8 * 2 * 15 * 127 < 2^15) before madd with the scales. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
-    #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_k_transpose4(r: [__m128i; 4]) -> [__m128i; 4] {
-        let t0 = _mm_unpacklo_epi32(r[0], r[1]);
-        let t1 = _mm_unpacklo_epi32(r[2], r[3]);
-        let t2 = _mm_unpackhi_epi32(r[0], r[1]);
-        let t3 = _mm_unpackhi_epi32(r[2], r[3]);
-        [_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1), _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)]
+    pub(crate) unsafe fn dot8x4_q4_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 16;
+        assert!(rows.b.len() == Q4_K_TILE_LINES * n && rows.d.len() == 16 * n, "decoded Q4_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        for x in xs {
+            assert!(x.q8_k.len() == n && x.f32.len() == 256 * n, "decoded Q4_K tile of {n} super-blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
+        }
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc_m = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 38k..38k + 38, scales 16k..16k + 16 and super-block
+            // k of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q4_K_TILE_LINES * k) as *const u8;
+            let d = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k));
+            let dmin = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k + 8));
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            // per token, the eight bsum32 as i16: pair p's two are i32 lane p (broadcast below)
+            let mut bs = [[0i32; 4]; 4];
+            for t in 0..4 {
+                let b16 = _mm256_loadu_si256(y[t].bsums.as_ptr() as *const __m256i);
+                let b32 = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
+                _mm_storeu_si128(bs[t].as_mut_ptr() as *mut __m128i, b32);
+            }
+            for p in 0..4 {
+                let mut s = [_mm256_setzero_si256(); 4];
+                for j in [2 * p, 2 * p + 1] {
+                    let mut sum = [_mm256_setzero_si256(); 4];
+                    for g in 8 * j..8 * j + 8 {
+                        let wq = _mm256_load_si256(base.add(32 * g) as *const __m256i);
+                        for t in 0..4 {
+                            let y4 = (y[t].qs.as_ptr().add(4 * g) as *const i32).read_unaligned();
+                            sum[t] = _mm256_add_epi16(sum[t], _mm256_maddubs_epi16(wq, _mm256_set1_epi32(y4)));
+                        }
+                    }
+                    let scv = _mm256_load_si256(base.add(2048 + 32 * j) as *const __m256i);
+                    for t in 0..4 {
+                        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(sum[t], scv));
+                    }
+                }
+                let mv = _mm256_load_si256(base.add(2304 + 32 * p) as *const __m256i);
+                for t in 0..4 {
+                    let dx = _mm256_set1_ps(y[t].d);
+                    let m = _mm256_madd_epi16(mv, _mm256_set1_epi32(bs[t][p]));
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, dx), acc[t]);
+                    acc_m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dx), acc_m[t]);
+                }
+            }
+        }
+        let mut lanes = [[0f32; 8]; 4]; // [token][row]
+        for t in 0..4 {
+            _mm256_storeu_ps(lanes[t].as_mut_ptr(), _mm256_sub_ps(acc[t], acc_m[t]));
+        }
+        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
     }
 
     // AVX2 Q4_K x Q8_K dot with the float operation order of llama.cpp's AVX2 path for Q4_K weights
@@ -1639,7 +1674,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v2, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1695,72 +1730,101 @@ mod dot_q5_0 {
         }
     }
 
-    // AVX2 tiled Q5_0 prefill kernel over rows decoded by decode_q5_0_avx2 (avx2.rs): 2 rows x 4
-    // tokens per call, each decoded block loaded once for the four tokens and each activation block
-    // once for the two rows.
+    // AVX2 tiled Q5_0 prefill kernel, the scheme of llama.cpp's repacked gemms (which it has for
+    // Q4_0 and Q4_K, not Q5_0): eight rows decoded together with their quants interleaved four at a
+    // time, so one maddubs serves the eight rows of a token (a row per i32 lane); each block's sum is
+    // exact in integers before its one fma. Per (row, token) pair and block that is about 2.6 vector
+    // operations where the single-row order needs 5 (sign, maddubs, madd, conversion, fma).
 
-    /// rows[i] . xs[t] for a row pair decoded by decode_q5_0_avx2 and four activations (prefill): a
-    /// 2 x 4 register tile, each decoded block loaded once for the four tokens and each activation
-    /// block once for the two rows. Per pair the float operations are those of dot_q5_0_avx2 in
-    /// the same order, so result [i][t] is bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2 and
-    /// FMA.
+    /// Decodes eight Q5_0 rows for dot8x4_q5_0_avx2. Layout: block k takes lines 4k..4k + 4, where
+    /// quant group j (values 4j..4j + 4) is the 32 bytes at byte 32j: row r's four quants + 16
+    /// (0..=31, unsigned, as maddubs wants its first operand) at bytes 4r..4r + 4; d[8k + r] is row
+    /// r's f32 scale of block k. The buffers of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot2x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = q5_0_tile_blocks(rows, xs, 2, 2);
-        let (d0, d1) = rows.d.split_at(n);
-        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-        // The scale products of eight blocks, parked on the stack and broadcast block by block.
-        let mut dd = [[[0f32; 8]; 4]; 2];
+    pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q5_0_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
+        out.b.clear();
+        out.d.clear();
+        for k in 0..n {
+            let mut lines = [DecLine([0; 64]); 4];
+            interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), &mut lines);
+            out.b.extend(lines);
+            let mut d = [0f32; 8];
+            _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
+            out.d.extend_from_slice(&d);
+        }
+    }
+
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill).
+    /// Per block and token, one maddubs per quant group (the token's four quants broadcast) serves
+    /// the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 < 2^15), widened
+    /// with madd, and the token's q8_0_neg16_sum takes back the + 16, so lane r holds the exact
+    /// integer block sum s of row r; then acc = fma(f32(s), d_w * d_x, acc), blocks in order. That is
+    /// the contract's block order (gate_q5_0_block in the kernels gate), not dot_q5_0_avx2's eight
+    /// lane sums. Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        for x in xs {
+            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+            assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        }
         let ones = _mm256_set1_epi16(1);
-        let mut g = 0;
-        while g < n {
-            let e = (g + 8).min(n);
-            let wd0 = f32x8_head(&d0[g..e]);
-            let wd1 = f32x8_head(&d1[g..e]);
-            for t in 0..4 {
-                let xd = f32x8_head(&xs[t].q8_0_d[g..e]);
-                _mm256_storeu_ps(dd[0][t].as_mut_ptr(), _mm256_mul_ps(wd0, xd));
-                _mm256_storeu_ps(dd[1][t].as_mut_ptr(), _mm256_mul_ps(wd1, xd));
-            }
-            for k in g..e {
-                // SAFETY (indexing): k < n and 2k + 1 < 2n, the lengths of the slices indexed
-                // (q5_0_tile_blocks). Aligned loads: a DecLine is 64-byte aligned, q then |q|.
-                let (b0, b1) = (rows.b.get_unchecked(2 * k).0.as_ptr(), rows.b.get_unchecked(2 * k + 1).0.as_ptr());
-                let (qx0, ax0) = (_mm256_load_si256(b0 as *const __m256i), _mm256_load_si256(b0.add(32) as *const __m256i));
-                let (qx1, ax1) = (_mm256_load_si256(b1 as *const __m256i), _mm256_load_si256(b1.add(32) as *const __m256i));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
+            // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let lines = rows.b.as_ptr().add(4 * k) as *const u8;
+            let mut s = [_mm256_setzero_si256(); 4];
+            for half in 0..2 {
+                let mut p = [_mm256_setzero_si256(); 4];
+                for j in 4 * half..4 * half + 4 {
+                    let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
+                    for t in 0..4 {
+                        let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
+                        p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(y4)));
+                    }
+                }
                 for t in 0..4 {
-                    let qy = _mm256_loadu_si256(xs[t].q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i);
-                    let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0))));
-                    acc[0][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[0][t].get_unchecked(k - g)), p0, acc[0][t]);
-                    let p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax1, _mm256_sign_epi8(qy, qx1))));
-                    acc[1][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd[1][t].get_unchecked(k - g)), p1, acc[1][t]);
+                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p[t], ones));
                 }
             }
-            g = e;
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
+            for t in 0..4 {
+                let st = _mm256_add_epi32(s[t], _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
+                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), dd, acc[t]);
+            }
         }
-        // Written out: a closure here would not inherit the target features (acc kept in memory).
-        let [a, b] = acc;
-        [
-            [hsum_f32x8(a[0]), hsum_f32x8(a[1]), hsum_f32x8(a[2]), hsum_f32x8(a[3])],
-            [hsum_f32x8(b[0]), hsum_f32x8(b[1]), hsum_f32x8(b[2]), hsum_f32x8(b[3])],
-        ]
+        let mut lanes = [[0f32; 8]; 4]; // [token][row]
+        for (l, a) in lanes.iter_mut().zip(acc) {
+            _mm256_storeu_ps(l.as_mut_ptr(), a);
+        }
+        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
     }
 
     // AVX2 Q5_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q5_0_q8_0: nibbles are
-    // spread to 32 bytes, the 32 high bits of qh expanded to bytes, and each byte made q5 - 16 as
-    // `nibble | (bit ? 0 : 0xF0)`; then eight i32 lane sums of products with the Q8_0 quants,
-    // converted to f32 and accumulated with one fma by d_w*d_x. The scales of eight blocks are
+    // spread to 32 bytes, the 32 high bits of qh expanded to bytes, and each byte made q5 + 16 as
+    // `nibble | (bit ? 0x10 : 0)`; then ggml's eight i32 lane sums of products with the Q8_0 quants,
+    // exactly (maddubs of the unsigned bytes, one op fewer than ggml's sign trick, plus the
+    // activation's q8_0_neg16, -16 x each four-quant sum), converted to f32 and accumulated with one
+    // fma by d_w*d_x. The scales of eight blocks are
     // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
     // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
-    // path). Prefill goes through the tiled form instead of a four-token kernel: each row decoded
-    // once (decode_q5_0_avx2) for all tokens, then 2 rows x 4 tokens per call (dot2x4_q5_0_avx2 in
-    // avx2_tile.rs, or the VNNI dot2x4_q5_0_avx512 in avx512.rs).
+    // path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
+    // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs),
+    // or 2 rows x 4 tokens in this order (the VNNI dot2x4_q5_0_avx512 in avx512.rs).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    // The 32 signed quants of a block as bytes, in value order.
+    // The 32 quants of a block + 16 (0..=31, unsigned, as maddubs wants its first operand) as bytes,
+    // in value order: nibble | 0x10 where the value's bit of qh is set.
     #[cfg(target_arch = "x86_64")]
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -1774,8 +1838,7 @@ mod dot_q5_0 {
         let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), shuf);
         let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
         let hbits = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
-        let hneg = _mm256_andnot_si256(hbits, _mm256_set1_epi8(0xF0u8 as i8));
-        _mm256_or_si256(qx, hneg)
+        _mm256_or_si256(qx, _mm256_and_si256(hbits, _mm256_set1_epi8(0x10)))
     }
 
     /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
@@ -1786,62 +1849,31 @@ mod dot_q5_0 {
         let a = &x.q8_0[..];
         let ad = &x.q8_0_d[..];
         assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
-        assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
+        assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len() && x.q8_0_neg16.len() == a.len(), "activation lacks its Q8_0 form");
         let mut acc = _mm256_setzero_ps();
         // Eight blocks per step: their eight scale products are formed at once and parked on the
         // stack, then broadcast from there block by block (a load rather than a lane permute on the
         // vector ports); the fma chain is in block order.
         let mut dd = [0f32; 8];
+        let mut k0 = 0; // the chunk's first block
         for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
             _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
-            for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
-                let qx = q5_0_decode(b);
+            for (((b, y), d), neg16) in wb.iter().zip(ab).zip(&dd).zip(&x.q8_0_neg16[k0..]) {
+                // ggml's eight lane sums Σ q * y over four quants, exactly: (q + 16) . y by maddubs
+                // (no saturation: 2 * 31 * 127 < 2^15) and madd, plus the activation's -16 * Σ y
                 let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), mul_sum_i8_pairs_float(qx, qy), acc);
+                let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1));
+                let s = _mm256_add_epi32(s, _mm256_loadu_si256(neg16.as_ptr() as *const __m256i));
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), _mm256_cvtepi32_ps(s), acc);
             }
+            k0 += wb.len();
         }
         hsum_f32x8(acc)
-    }
-
-    /// Decodes a Q5_0 row pair for dot2x4_q5_0_avx2. Layout: line 2k + i holds block k of row i,
-    /// its signed quants (q5_0_decode) then their magnitudes; d[i * blocks + k] its f32 scale
-    /// (f16x8_scales). The buffers of `out` are reused. Requires AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn decode_q5_0_avx2(rows: [&[u8]; 2], out: &mut DecRows) {
-        let (w0, w1) = (q5_0_blocks(rows[0]), q5_0_blocks(rows[1]));
-        assert_eq!(w0.len(), w1.len(), "Q5_0 row pair of {} and {} blocks", w0.len(), w1.len());
-        out.b.clear();
-        out.d.clear();
-        for b in w0.iter().zip(w1).flat_map(|(b0, b1)| [b0, b1]) {
-            let qx = q5_0_decode(b);
-            let mut o = DecLine([0; 64]);
-            _mm256_store_si256(o.0.as_mut_ptr() as *mut __m256i, qx);
-            _mm256_store_si256(o.0.as_mut_ptr().add(32) as *mut __m256i, _mm256_sign_epi8(qx, qx));
-            out.b.push(o);
-        }
-        let mut d = [0f32; 8];
-        for wb in w0.chunks(8).chain(w1.chunks(8)) {
-            _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(wb.len(), |k| wb[k].d));
-            out.d.extend_from_slice(&d[..wb.len()]);
-        }
-    }
-
-    // The block count of a 2 x 4 tile over a row pair decoded with `lines` lines and `scales`
-    // scales per block: asserts the decoded pair and the four activations' Q8_0 forms agree on it.
-    fn q5_0_tile_blocks(rows: &DecRows, xs: [&Act; 4], lines: usize, scales: usize) -> usize {
-        let n = rows.b.len() / lines;
-        assert!(rows.b.len() == lines * n && rows.d.len() == scales * n, "decoded Q5_0 row pair of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16.len() == n && x.f32.len() == 32 * n;
-            assert!(ok, "decoded Q5_0 row pair of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
-        }
-        n
     }
 }
 pub use dot_q5_0::*;
 
-// ==== 10. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2_dot4+avx2 (ckb) ====
+// ==== 10. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1908,47 +1940,100 @@ mod dot_q6_k {
         }
     }
 
-    // AVX2 four-token Q6_K prefill kernel over the helpers of avx2.rs: each super-block's quants
-    // and scales are rebuilt once for four tokens.
+    // AVX2 tiled Q6_K prefill kernel in the block order: eight rows decoded together, their quants
+    // (as q + 32, unsigned) interleaved four at a time, so one maddubs serves the eight rows of a
+    // token (a row per i32 lane); a super-block's sum is exact in integers before its one fma.
 
-    /// row . xs[t] for a Q6_K row and four activations (prefill): each super-block's 6-bit quants
-    /// and scales are unpacked once and dotted with the four tokens. The integer sums are exact (so
-    /// their order is free); per token the float operations (d = d_x * d_w, one fma per
-    /// super-block, the final reduction) are those of dot_q6_k_avx2 in the same order, so result t
-    /// is bitwise dot_q6_k_avx2(row, xs[t]). Requires AVX2 and FMA.
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 16 sub-block scale
+    // vectors, then 8 scale-pair vectors (32 bytes each).
+    const Q6_K_TILE_LINES: usize = 44;
+
+    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2. Layout: super-block k takes lines 44k..44k + 44:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
+    /// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
+    /// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
+    /// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
+    /// of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot4_q6_k_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
-        let w = q6_k_blocks(row);
-        for x in xs {
-            assert_eq!(w.len(), x.q8_k.len(), "Q6_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), x.q8_k.len());
-            assert_eq!(x.q8_k.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
+    pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q6_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        out.b.clear();
+        out.d.clear();
+        for k in 0..n {
+            let mut lines = [DecLine([0; 64]); Q6_K_TILE_LINES];
+            for c in 0..8 {
+                interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
+            }
+            let mut sc = [[0i16; 16]; 24]; // [sub-block, then pair][i16 lane]
+            for (r, wr) in w.iter().enumerate() {
+                for s in 0..16 {
+                    let v = wr[k].scales[s] as i8 as i16;
+                    sc[s][2 * r..2 * r + 2].fill(v);
+                    sc[16 + s / 2][2 * r + s % 2] = v;
+                }
+                out.d.push(fp16_to_f32(u16::from_le_bytes(wr[k].d)));
+            }
+            for (i, v) in sc.iter().enumerate() {
+                _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
+            }
+            out.b.extend(lines);
         }
-        let (a0, a1, a2, a3) = (&xs[0].q8_k[..], &xs[1].q8_k[..], &xs[2].q8_k[..], &xs[3].q8_k[..]);
+    }
+
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q6_k_avx2 and four activations (prefill), in
+    /// the block order (gate_q6_k_block in the kernels gate): per super-block the exact integer
+    /// s = Σ_sub sc * Σ (q - 32) * x_q, then acc = fma(f32(s), d * d_x, acc). Two quant groups are
+    /// summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales; the + 32 comes
+    /// back as 32 * Σ_sub sc * bsum16 (madd of the scale pairs with the token's bsums). Requires AVX2
+    /// and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot8x4_q6_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == Q6_K_TILE_LINES * n && rows.d.len() == 8 * n, "decoded Q6_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        for x in xs {
+            assert!(x.q8_k.len() == n && x.f32.len() == 256 * n, "decoded Q6_K tile of {n} super-blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
+        }
         let mut acc = [_mm256_setzero_ps(); 4];
-        for (i, b) in w.iter().enumerate() {
-            let ys = [&a0[i], &a1[i], &a2[i], &a3[i]];
-            let wd = fp16_to_f32(u16::from_le_bytes(b.d));
-            let scales = _mm_loadu_si128(b.scales.as_ptr() as *const __m128i);
-            let mut sumi = [_mm256_setzero_si256(); 4];
-            for k in 0..8 {
-                let (q, sc) = (q6_k_quants(b, k), q6_k_scale_pair(scales, k as i64));
-                for t in 0..4 {
-                    let q8 = _mm256_loadu_si256(ys[t].qs.as_ptr().add(32 * k) as *const __m256i);
-                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, q8)));
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 44k..44k + 44, scales 8k..8k + 8 and super-block k
+            // of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q6_K_TILE_LINES * k) as *const u8;
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            let mut s = [_mm256_setzero_si256(); 4];
+            for sb in 0..16 {
+                let scv = _mm256_load_si256(base.add(2048 + 32 * sb) as *const __m256i);
+                for half in 0..2 {
+                    let g = 4 * sb + 2 * half;
+                    let (w0, w1) = (_mm256_load_si256(base.add(32 * g) as *const __m256i), _mm256_load_si256(base.add(32 * g + 32) as *const __m256i));
+                    for t in 0..4 {
+                        let yq = y[t].qs.as_ptr().add(4 * g) as *const i32;
+                        let (y0, y1) = (_mm256_set1_epi32(yq.read_unaligned()), _mm256_set1_epi32(yq.add(1).read_unaligned()));
+                        let sum = _mm256_add_epi16(_mm256_maddubs_epi16(w0, y0), _mm256_maddubs_epi16(w1, y1));
+                        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(sum, scv));
+                    }
                 }
             }
-            let sc16 = _mm256_cvtepi8_epi16(scales);
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
             for t in 0..4 {
-                let y = ys[t];
-                let d = y.d * wd;
-                let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let q8sclsub = _mm256_slli_epi32(_mm256_madd_epi16(q8sums, sc16), 5);
-                let s = _mm256_sub_epi32(sumi[t], q8sclsub);
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[t]);
+                let mut c = _mm256_setzero_si256();
+                for i in 0..8 {
+                    let pair = _mm256_load_si256(base.add(2560 + 32 * i) as *const __m256i);
+                    let bs = (y[t].bsums.as_ptr().add(2 * i) as *const i32).read_unaligned();
+                    c = _mm256_add_epi32(c, _mm256_madd_epi16(pair, _mm256_set1_epi32(bs)));
+                }
+                let st = _mm256_sub_epi32(s[t], _mm256_slli_epi32::<5>(c));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), _mm256_mul_ps(dw, _mm256_set1_ps(y[t].d)), acc[t]);
             }
         }
-        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
+        let mut lanes = [[0f32; 8]; 4]; // [token][row]
+        for (l, a) in lanes.iter_mut().zip(acc) {
+            _mm256_storeu_ps(l.as_mut_ptr(), a);
+        }
+        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
     }
 
     // AVX2 Q6_K x Q8_K dot, the operation order of ggml's current AVX2 ggml_vec_dot_q6_K_q8_K: per
@@ -1956,9 +2041,9 @@ mod dot_q6_k {
     // quants by maddubs and pairwise with the per-16 scales by madd into eight i32 lanes; the -32
     // offset is taken off per lane as 32 * (bsums . scales) (madd of bsums with the scales); per
     // super-block one fma by d_x*d into eight f32 lanes, reduced at the end. Integer parts are exact;
-    // the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. The
-    // four-token prefill kernel is avx2_dot4.rs (the avx2 realization's `with`; the avx512 one
-    // replaces it with its tile).
+    // the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. Prefill goes
+    // through the 8 x 4 tile of avx2_tile.rs in the block order (the avx2 realization's `with`; the
+    // avx512 one replaces it with its VNNI 2 x 4 tile in this order).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -2085,24 +2170,14 @@ mod dot_q8_0 {
         assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
         assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
         let mut acc = _mm256_setzero_ps();
-        // Eight blocks per step: their eight scale products are formed at once, then each block's
-        // product is broadcast from its lane; the fma chain is in block order.
+        // Eight blocks per step: their eight scale products are formed at once and parked on the
+        // stack, then broadcast from there block by block (a load rather than a lane permute on the
+        // vector ports); the fma chain is in block order.
+        let mut dd = [0f32; 8];
         for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-            let dd = _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb));
-            if let (Ok(wb), Ok(ab)) = (<&[BlockQ8_0W; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
-                // Full group: written out, with constant lane indices.
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), &wb[1], &ab[1]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(2)), &wb[2], &ab[2]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(3)), &wb[3], &ab[3]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4)), &wb[4], &ab[4]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(5)), &wb[5], &ab[5]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(6)), &wb[6], &ab[6]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(7)), &wb[7], &ab[7]);
-            } else {
-                for (k, (b, y)) in wb.iter().zip(ab).enumerate() {
-                    acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k as i32)), b, y);
-                }
+            _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
+            for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
+                acc = q8_0_step(acc, _mm256_broadcast_ss(d), b, y);
             }
         }
         hsum_f32x8(acc)
@@ -2120,30 +2195,21 @@ mod dot_q8_0 {
             assert_eq!(w.len(), x.q8_0.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
             assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
         }
-        let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
-        let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
         let mut acc = [_mm256_setzero_ps(); 4];
         let ones = _mm256_set1_epi16(1);
+        let mut dd = [[0f32; 8]; 4]; // [token][block of the group]: d_w * d_x, parked on the stack
         for (g, wb) in w.chunks(8).enumerate() {
-            let b0 = g * 8;
-            let e = b0 + wb.len();
             let wd = f16x8_scales(wb.len(), |k| wb[k].d);
-            let dd = [
-                _mm256_mul_ps(wd, f32x8_head(&d0[b0..e])),
-                _mm256_mul_ps(wd, f32x8_head(&d1[b0..e])),
-                _mm256_mul_ps(wd, f32x8_head(&d2[b0..e])),
-                _mm256_mul_ps(wd, f32x8_head(&d3[b0..e])),
-            ];
+            for t in 0..4 {
+                _mm256_storeu_ps(dd[t].as_mut_ptr(), _mm256_mul_ps(wd, f32x8_head(&xs[t].q8_0_d[8 * g..8 * g + wb.len()])));
+            }
             for (k, b) in wb.iter().enumerate() {
                 let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
                 let ax = _mm256_sign_epi8(qx, qx);
-                let idx = _mm256_set1_epi32(k as i32);
-                let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
                 for t in 0..4 {
-                    let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
-                    let sy = _mm256_sign_epi8(qy, qx);
-                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
-                    acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+                    let qy = _mm256_loadu_si256(xs[t].q8_0[8 * g + k].qs.as_ptr() as *const __m256i);
+                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx))));
+                    acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[t][k]), p, acc[t]);
                 }
             }
         }
@@ -2195,35 +2261,58 @@ mod dispatch {
     pub(crate) fn dot_row4(ty: GgmlType, row: &[u8], xs: [&Act; 4]) -> Option<[f32; 4]> {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q4_K => Some(unsafe { dot4_q4_k_avx2(row, xs) }),
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q6_K => Some(unsafe { dot4_q6_k_avx2(row, xs) }),
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q8_0 => Some(unsafe { dot4_q8_0_avx2(row, xs) }),
             _ => None,
         }
     }
 
-    /// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled
-    /// prefill form: the pair is decoded once for all tokens); false when the type has none.
-    pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {
+    /// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,
+    /// `dot_dec`); 0 when the type has none.
+    pub(crate) fn tile_rows(ty: GgmlType) -> usize {
+        match ty {
+            GgmlType::Q4_K => 8,
+            GgmlType::Q5_0 => 8,
+            GgmlType::Q6_K => 8,
+            _ => 0,
+        }
+    }
+
+    /// Decodes the `tile_rows(ty)` weight rows of a tile into `out` for `dot_dec` (the type's tiled
+    /// prefill form: a tile is decoded once for all tokens); false when the type has none.
+    pub(crate) fn dec_rows(ty: GgmlType, rows: &[&[u8]], out: &mut DecRows) -> bool {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => unsafe { decode_q5_0_avx2(rows, out) },
+            GgmlType::Q4_K => unsafe { decode8_q4_k_avx2(rows.try_into().expect("tile_rows rows"), out) },
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q5_0 => unsafe { decode8_q5_0_avx2(rows.try_into().expect("tile_rows rows"), out) },
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q6_K => unsafe { decode8_q6_k_avx2(rows.try_into().expect("tile_rows rows"), out) },
             _ => return false,
         }
         true
     }
 
-    /// A row pair of type `ty` decoded by `dec_rows` · four prepared activations (a 2 x 4 tile);
-    /// panics for a type without a tiled kernel.
+    /// A tile of type `ty` decoded by `dec_rows` · four prepared activations: [row][token], the
+    /// first `tile_rows(ty)` rows filled; panics for a type without a tiled kernel.
     #[inline]
-    pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
+    pub(crate) fn dot_dec(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => unsafe { dot2x4_q5_0_avx2(rows, xs) },
+            GgmlType::Q4_K => unsafe { tile8(dot8x4_q4_k_avx2(rows, xs)) },
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q5_0 => unsafe { tile8(dot8x4_q5_0_avx2(rows, xs)) },
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q6_K => unsafe { tile8(dot8x4_q6_k_avx2(rows, xs)) },
             other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),
         }
+    }
+
+    /// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
+    #[inline]
+    fn tile8<const R: usize>(v: [[f32; 4]; R]) -> [[f32; 4]; 8] {
+        let mut out = [[0.0; 4]; 8];
+        out[..R].copy_from_slice(&v);
+        out
     }
 
     /// One row of type `ty`, dequantized to f32.
@@ -2240,7 +2329,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 13. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
+// ==== 13. Thread pool, matrix-vector and batched matrix products — contract matvec v2, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -2249,8 +2338,8 @@ mod matvec {
     // bitwise identical for any thread count: in `matvec` by one call of the generated
     // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-    // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
-    // tile (`dec_rows`; the results of the type's four-token order), the other tokens by `dot_row`.
+    // its gemv), or, for a type with a tiled form, by `dot_dec` on tiles of `tile_rows(ty)` rows
+    // decoded once (`dec_rows`; the results of the type's tiled order), the other tokens by `dot_row`.
     //
     // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
     // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -2559,15 +2648,16 @@ mod matvec {
         let _ = bytes;
     }
 
-    /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token.
+    /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token (a
+    /// multiple of every type's `tile_rows`: 2, 4 or 8).
     const MATMUL_TILE_ROWS: usize = 8;
 
     /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
     /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
     /// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
-    /// tiled form the groups of four go through `dot_dec2x4` instead: each row pair of a tile is
-    /// decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (an odd last
-    /// row is paired with itself).
+    /// tiled form the groups of four go through `dot_dec` instead: each tile of `tile_rows(ty)` rows
+    /// is decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (a short
+    /// last tile repeats the last row).
     /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
     /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
     pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -2594,28 +2684,34 @@ mod matvec {
             // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
             // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
             let n4 = n_tok - n_tok % 4;
-            let mut dec: Vec<DecRows> = Vec::new(); // [tile rows / 2] row pairs
-            let mut tiled = n4 > 0; // until dec_rows says the type has no tiled form
+            // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
+            let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
+            let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
-                if tiled {
-                    // an odd last row is decoded paired with itself, so every row takes the tile
-                    dec.resize_with((te - tr).div_ceil(2), DecRows::default);
+                if tile_n > 0 {
+                    // a short last tile repeats the last row, so every row takes the tiled kernel
+                    dec.resize_with((te - tr).div_ceil(tile_n), DecRows::default);
                     let row = |r: usize| &data[r.min(te - 1) * rb..(r.min(te - 1) + 1) * rb];
-                    tiled = dec.iter_mut().enumerate().all(|(p, d)| dec_rows(ty, [row(tr + 2 * p), row(tr + 2 * p + 1)], d));
+                    for (p, d) in dec.iter_mut().enumerate() {
+                        let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
+                        assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
+                    }
                 }
                 for t0 in (0..n4).step_by(4) {
                     let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
                     let mut r = tr;
                     while r < te {
-                        // Rows r, r + 1 (or the last row) through the tiled kernel, else row r
-                        // through dot_row4 / dot_row.
-                        let (n, v) = if tiled {
-                            ((te - r).min(2), dot_dec2x4(ty, &dec[(r - tr) / 2], g))
+                        // Rows r .. r + tile_n (or to the tile's end) through the tiled kernel, else row
+                        // r through dot_row4 / dot_row.
+                        let (n, v) = if tile_n > 0 {
+                            ((te - r).min(tile_n), dot_dec(ty, &dec[(r - tr) / tile_n], g))
                         } else {
                             let row = &data[r * rb..(r + 1) * rb];
-                            (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
+                            let mut v = [[0.0; 4]; 8];
+                            v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
+                            (1, v)
                         };
                         for (i, vi) in v.iter().take(n).enumerate() {
                             for (k, &vk) in vi.iter().enumerate() {
@@ -2909,7 +3005,7 @@ mod state_kv {
     use rt::half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
     /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
-    pub(crate) const BATCH: usize = 64;
+    pub(crate) const BATCH: usize = 128;
 
     /// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
     /// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each

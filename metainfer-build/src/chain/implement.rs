@@ -559,7 +559,8 @@ fn write_arm(s: &mut String, n: &str, is_unsafe: bool, call: &str, some: bool) {
 }
 
 // The dispatch's adapter from a type's tile of R rows to the 8-row form of `dot_dec`.
-const TILE_HELPERS: &str = "/// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
+const TILE_HELPERS: &str =
+    "/// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
 #[inline]
 fn tile8<const R: usize>(v: [[f32; 4]; R]) -> [[f32; 4]; 8] {
     let mut out = [[0.0; 4]; 8];

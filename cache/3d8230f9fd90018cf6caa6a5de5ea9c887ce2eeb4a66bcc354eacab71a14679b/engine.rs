@@ -740,14 +740,14 @@ mod act_quant {
     #[derive(Clone, Copy, Debug)]
     pub(crate) struct DecLine(pub(crate) [u8; 64]);
 
-    /// Two weight rows decoded together, once, for the tiled prefill kernels (`dec_rows` /
-    /// `dot_dec2x4` in the dispatch), so a row pair is decoded once for all tokens instead of once
-    /// per group of tokens. Filled by a weight type's decoder in its own layout (documented beside
-    /// the decoder); the buffers are reused from pair to pair.
+    /// A tile of weight rows (the type's `tile_rows`) decoded together, once, for the tiled prefill
+    /// kernels (`dec_rows` / `dot_dec` in the dispatch), so a row is decoded once for all tokens
+    /// instead of once per group of tokens. Filled by a weight type's decoder in its own layout
+    /// (documented beside the decoder); the buffers are reused from tile to tile.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct DecRows {
-        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][2 rows] for Q5_0 AVX2
-        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][2 rows] (may be empty)
+        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][4 lines of 8 rows] for Q5_0 AVX2
+        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][8 rows] (may be empty)
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -759,6 +759,7 @@ mod act_quant {
         pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
         pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
         pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
+        pub(crate) q8_0_neg16_sum: Vec<i32>,  // [n/32] -16 * (qs[0] + .. + qs[31]) of q8_0[i]: its lanes summed
         pub(crate) q8_0_s: Vec<f32>,      // [n/32] f16(amax_i / 127 * sum of q8_0[i].qs), ggml's q8_1 `s`
         pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
     }
@@ -777,7 +778,7 @@ mod act_quant {
         pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
             let n = x.len();
             [&mut self.f32, &mut self.f16, &mut self.bf16, &mut self.q8_0_d, &mut self.q8_0_s].into_iter().for_each(Vec::clear);
-            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_k.clear());
+            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_0_neg16_sum.clear(), self.q8_k.clear());
             self.f32.extend_from_slice(x);
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -793,6 +794,7 @@ mod act_quant {
                 // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
                 let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
                 self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
+                self.q8_0_neg16_sum.extend(self.q8_0_neg16.iter().map(|l| l.iter().sum::<i32>()));
                 // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m),
                 // as ggml's quantize_row_q8_1 stores it: the unrounded d = amax / 127 times the sum, rounded
                 // to f16 (the exact f32 product drifts from llama.cpp's logits by ~0.1 on SmolLM2; this
@@ -838,7 +840,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks (ckb) ====
+// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -917,7 +919,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks (ckb) ====
+// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v2, realization dot_q5_0/blocks (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -975,7 +977,7 @@ mod dot_q5_0 {
 }
 pub use dot_q5_0::*;
 
-// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks (ckb) ====
+// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks (ckb) ====
 mod dot_q6_k {
     use super::*;
 

@@ -20,7 +20,7 @@
 //    5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+avx2)
 //    6. F32 blocks and dot kernel (dot_f32/blocks+avx2)
 //    7. Q4_1 blocks and dot kernel (dot_q4_1/blocks+avx2)
-//    8. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_dot4+avx2)
+//    8. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_tile+avx2)
 //    9. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
 //   10. Kernel dispatch over the compiled tensor types (generated)
 //   11. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
@@ -747,14 +747,14 @@ mod act_quant {
     #[derive(Clone, Copy, Debug)]
     pub(crate) struct DecLine(pub(crate) [u8; 64]);
 
-    /// Two weight rows decoded together, once, for the tiled prefill kernels (`dec_rows` /
-    /// `dot_dec2x4` in the dispatch), so a row pair is decoded once for all tokens instead of once
-    /// per group of tokens. Filled by a weight type's decoder in its own layout (documented beside
-    /// the decoder); the buffers are reused from pair to pair.
+    /// A tile of weight rows (the type's `tile_rows`) decoded together, once, for the tiled prefill
+    /// kernels (`dec_rows` / `dot_dec` in the dispatch), so a row is decoded once for all tokens
+    /// instead of once per group of tokens. Filled by a weight type's decoder in its own layout
+    /// (documented beside the decoder); the buffers are reused from tile to tile.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct DecRows {
-        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][2 rows] for Q5_0 AVX2
-        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][2 rows] (may be empty)
+        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][4 lines of 8 rows] for Q5_0 AVX2
+        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][8 rows] (may be empty)
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -766,6 +766,7 @@ mod act_quant {
         pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
         pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
         pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
+        pub(crate) q8_0_neg16_sum: Vec<i32>,  // [n/32] -16 * (qs[0] + .. + qs[31]) of q8_0[i]: its lanes summed
         pub(crate) q8_0_s: Vec<f32>,      // [n/32] f16(amax_i / 127 * sum of q8_0[i].qs), ggml's q8_1 `s`
         pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
     }
@@ -784,7 +785,7 @@ mod act_quant {
         pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
             let n = x.len();
             [&mut self.f32, &mut self.f16, &mut self.bf16, &mut self.q8_0_d, &mut self.q8_0_s].into_iter().for_each(Vec::clear);
-            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_k.clear());
+            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_0_neg16_sum.clear(), self.q8_k.clear());
             self.f32.extend_from_slice(x);
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -800,6 +801,7 @@ mod act_quant {
                 // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
                 let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
                 self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
+                self.q8_0_neg16_sum.extend(self.q8_0_neg16.iter().map(|l| l.iter().sum::<i32>()));
                 // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m),
                 // as ggml's quantize_row_q8_1 stores it: the unrounded d = amax / 127 times the sum, rounded
                 // to f16 (the exact f32 product drifts from llama.cpp's logits by ~0.1 on SmolLM2; this
@@ -825,7 +827,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v1, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v2, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
@@ -913,18 +915,26 @@ mod simd_avx2 {
         }
     }
 
-    // Lanes 0..8 and lanes 8..16 of four 512-bit accumulators, each eight summed as hsum_f32x8
-    // does: [low halves, high halves] (the two rows of an AVX-512 pair tile, four tokens).
+    /// 32 bytes of eight rows (q[r]) interleaved four bytes at a time into four lines, as the 8-row
+    /// tiles' decoders lay out quants: at byte 32g of `out`, row r's bytes 4g..4g + 4 at 4r. An 8 x 8
+    /// transpose of i32 lanes: pairs, then quads, then halves.
     #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    pub(crate) unsafe fn hsum_halves4(acc: [__m512; 4]) -> [[f32; 4]; 2] {
-        let mut out = [[0f32; 4]; 2];
-        for (t, a) in acc.into_iter().enumerate() {
-            out[0][t] = hsum_f32x8(_mm512_castps512_ps256(a));
-            out[1][t] = hsum_f32x8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))));
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
+        let t: [__m256i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (q[i & !1], q[i | 1]); // rows i, i + 1 (i even): lanes (0, 1 | 4, 5), (2, 3 | 6, 7)
+            if i % 2 == 0 { _mm256_unpacklo_epi32(a, b) } else { _mm256_unpackhi_epi32(a, b) }
+        });
+        // u[i]: rows 4(i / 4) .. + 4 of lanes g and g + 4 (g = i % 4), in the two halves
+        let u: [__m256i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
+            if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) }
+        });
+        for g in 0..8 {
+            let (a, b) = (u[g % 4], u[g % 4 + 4]);
+            let v = if g < 4 { _mm256_permute2x128_si256::<0x20>(a, b) } else { _mm256_permute2x128_si256::<0x31>(a, b) };
+            _mm256_store_si256(out[g / 2].0.as_mut_ptr().add(32 * (g % 2)) as *mut __m256i, v);
         }
-        out
     }
 }
 pub use simd_avx2::*;
@@ -1538,7 +1548,7 @@ mod dot_q4_1 {
 }
 pub use dot_q4_1::*;
 
-// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+avx2_dot4+avx2 (ckb) ====
+// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1605,47 +1615,100 @@ mod dot_q6_k {
         }
     }
 
-    // AVX2 four-token Q6_K prefill kernel over the helpers of avx2.rs: each super-block's quants
-    // and scales are rebuilt once for four tokens.
+    // AVX2 tiled Q6_K prefill kernel in the block order: eight rows decoded together, their quants
+    // (as q + 32, unsigned) interleaved four at a time, so one maddubs serves the eight rows of a
+    // token (a row per i32 lane); a super-block's sum is exact in integers before its one fma.
 
-    /// row . xs[t] for a Q6_K row and four activations (prefill): each super-block's 6-bit quants
-    /// and scales are unpacked once and dotted with the four tokens. The integer sums are exact (so
-    /// their order is free); per token the float operations (d = d_x * d_w, one fma per
-    /// super-block, the final reduction) are those of dot_q6_k_avx2 in the same order, so result t
-    /// is bitwise dot_q6_k_avx2(row, xs[t]). Requires AVX2 and FMA.
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 16 sub-block scale
+    // vectors, then 8 scale-pair vectors (32 bytes each).
+    const Q6_K_TILE_LINES: usize = 44;
+
+    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2. Layout: super-block k takes lines 44k..44k + 44:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
+    /// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
+    /// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
+    /// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
+    /// of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn dot4_q6_k_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
-        let w = q6_k_blocks(row);
-        for x in xs {
-            assert_eq!(w.len(), x.q8_k.len(), "Q6_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), x.q8_k.len());
-            assert_eq!(x.q8_k.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
+    pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q6_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        out.b.clear();
+        out.d.clear();
+        for k in 0..n {
+            let mut lines = [DecLine([0; 64]); Q6_K_TILE_LINES];
+            for c in 0..8 {
+                interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
+            }
+            let mut sc = [[0i16; 16]; 24]; // [sub-block, then pair][i16 lane]
+            for (r, wr) in w.iter().enumerate() {
+                for s in 0..16 {
+                    let v = wr[k].scales[s] as i8 as i16;
+                    sc[s][2 * r..2 * r + 2].fill(v);
+                    sc[16 + s / 2][2 * r + s % 2] = v;
+                }
+                out.d.push(fp16_to_f32(u16::from_le_bytes(wr[k].d)));
+            }
+            for (i, v) in sc.iter().enumerate() {
+                _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
+            }
+            out.b.extend(lines);
         }
-        let (a0, a1, a2, a3) = (&xs[0].q8_k[..], &xs[1].q8_k[..], &xs[2].q8_k[..], &xs[3].q8_k[..]);
+    }
+
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q6_k_avx2 and four activations (prefill), in
+    /// the block order (gate_q6_k_block in the kernels gate): per super-block the exact integer
+    /// s = Σ_sub sc * Σ (q - 32) * x_q, then acc = fma(f32(s), d * d_x, acc). Two quant groups are
+    /// summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales; the + 32 comes
+    /// back as 32 * Σ_sub sc * bsum16 (madd of the scale pairs with the token's bsums). Requires AVX2
+    /// and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot8x4_q6_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == Q6_K_TILE_LINES * n && rows.d.len() == 8 * n, "decoded Q6_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        for x in xs {
+            assert!(x.q8_k.len() == n && x.f32.len() == 256 * n, "decoded Q6_K tile of {n} super-blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
+        }
         let mut acc = [_mm256_setzero_ps(); 4];
-        for (i, b) in w.iter().enumerate() {
-            let ys = [&a0[i], &a1[i], &a2[i], &a3[i]];
-            let wd = fp16_to_f32(u16::from_le_bytes(b.d));
-            let scales = _mm_loadu_si128(b.scales.as_ptr() as *const __m128i);
-            let mut sumi = [_mm256_setzero_si256(); 4];
-            for k in 0..8 {
-                let (q, sc) = (q6_k_quants(b, k), q6_k_scale_pair(scales, k as i64));
-                for t in 0..4 {
-                    let q8 = _mm256_loadu_si256(ys[t].qs.as_ptr().add(32 * k) as *const __m256i);
-                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, q8)));
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 44k..44k + 44, scales 8k..8k + 8 and super-block k
+            // of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q6_K_TILE_LINES * k) as *const u8;
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            let mut s = [_mm256_setzero_si256(); 4];
+            for sb in 0..16 {
+                let scv = _mm256_load_si256(base.add(2048 + 32 * sb) as *const __m256i);
+                for half in 0..2 {
+                    let g = 4 * sb + 2 * half;
+                    let (w0, w1) = (_mm256_load_si256(base.add(32 * g) as *const __m256i), _mm256_load_si256(base.add(32 * g + 32) as *const __m256i));
+                    for t in 0..4 {
+                        let yq = y[t].qs.as_ptr().add(4 * g) as *const i32;
+                        let (y0, y1) = (_mm256_set1_epi32(yq.read_unaligned()), _mm256_set1_epi32(yq.add(1).read_unaligned()));
+                        let sum = _mm256_add_epi16(_mm256_maddubs_epi16(w0, y0), _mm256_maddubs_epi16(w1, y1));
+                        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(sum, scv));
+                    }
                 }
             }
-            let sc16 = _mm256_cvtepi8_epi16(scales);
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
             for t in 0..4 {
-                let y = ys[t];
-                let d = y.d * wd;
-                let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let q8sclsub = _mm256_slli_epi32(_mm256_madd_epi16(q8sums, sc16), 5);
-                let s = _mm256_sub_epi32(sumi[t], q8sclsub);
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[t]);
+                let mut c = _mm256_setzero_si256();
+                for i in 0..8 {
+                    let pair = _mm256_load_si256(base.add(2560 + 32 * i) as *const __m256i);
+                    let bs = (y[t].bsums.as_ptr().add(2 * i) as *const i32).read_unaligned();
+                    c = _mm256_add_epi32(c, _mm256_madd_epi16(pair, _mm256_set1_epi32(bs)));
+                }
+                let st = _mm256_sub_epi32(s[t], _mm256_slli_epi32::<5>(c));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), _mm256_mul_ps(dw, _mm256_set1_ps(y[t].d)), acc[t]);
             }
         }
-        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
+        let mut lanes = [[0f32; 8]; 4]; // [token][row]
+        for (l, a) in lanes.iter_mut().zip(acc) {
+            _mm256_storeu_ps(l.as_mut_ptr(), a);
+        }
+        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
     }
 
     // AVX2 Q6_K x Q8_K dot, the operation order of ggml's current AVX2 ggml_vec_dot_q6_K_q8_K: per
@@ -1653,9 +1716,9 @@ mod dot_q6_k {
     // quants by maddubs and pairwise with the per-16 scales by madd into eight i32 lanes; the -32
     // offset is taken off per lane as 32 * (bsums . scales) (madd of bsums with the scales); per
     // super-block one fma by d_x*d into eight f32 lanes, reduced at the end. Integer parts are exact;
-    // the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. The
-    // four-token prefill kernel is avx2_dot4.rs (the avx2 realization's `with`; the avx512 one
-    // replaces it with its tile).
+    // the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. Prefill goes
+    // through the 8 x 4 tile of avx2_tile.rs in the block order (the avx2 realization's `with`; the
+    // avx512 one replaces it with its VNNI 2 x 4 tile in this order).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -1782,24 +1845,14 @@ mod dot_q8_0 {
         assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
         assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
         let mut acc = _mm256_setzero_ps();
-        // Eight blocks per step: their eight scale products are formed at once, then each block's
-        // product is broadcast from its lane; the fma chain is in block order.
+        // Eight blocks per step: their eight scale products are formed at once and parked on the
+        // stack, then broadcast from there block by block (a load rather than a lane permute on the
+        // vector ports); the fma chain is in block order.
+        let mut dd = [0f32; 8];
         for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-            let dd = _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb));
-            if let (Ok(wb), Ok(ab)) = (<&[BlockQ8_0W; 8]>::try_from(wb), <&[BlockQ8_0; 8]>::try_from(ab)) {
-                // Full group: written out, with constant lane indices.
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)), &wb[0], &ab[0]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), &wb[1], &ab[1]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(2)), &wb[2], &ab[2]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(3)), &wb[3], &ab[3]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4)), &wb[4], &ab[4]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(5)), &wb[5], &ab[5]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(6)), &wb[6], &ab[6]);
-                acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(7)), &wb[7], &ab[7]);
-            } else {
-                for (k, (b, y)) in wb.iter().zip(ab).enumerate() {
-                    acc = q8_0_step(acc, _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(k as i32)), b, y);
-                }
+            _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
+            for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
+                acc = q8_0_step(acc, _mm256_broadcast_ss(d), b, y);
             }
         }
         hsum_f32x8(acc)
@@ -1817,30 +1870,21 @@ mod dot_q8_0 {
             assert_eq!(w.len(), x.q8_0.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
             assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
         }
-        let (a0, a1, a2, a3) = (&xs[0].q8_0[..], &xs[1].q8_0[..], &xs[2].q8_0[..], &xs[3].q8_0[..]);
-        let (d0, d1, d2, d3) = (&xs[0].q8_0_d[..], &xs[1].q8_0_d[..], &xs[2].q8_0_d[..], &xs[3].q8_0_d[..]);
         let mut acc = [_mm256_setzero_ps(); 4];
         let ones = _mm256_set1_epi16(1);
+        let mut dd = [[0f32; 8]; 4]; // [token][block of the group]: d_w * d_x, parked on the stack
         for (g, wb) in w.chunks(8).enumerate() {
-            let b0 = g * 8;
-            let e = b0 + wb.len();
             let wd = f16x8_scales(wb.len(), |k| wb[k].d);
-            let dd = [
-                _mm256_mul_ps(wd, f32x8_head(&d0[b0..e])),
-                _mm256_mul_ps(wd, f32x8_head(&d1[b0..e])),
-                _mm256_mul_ps(wd, f32x8_head(&d2[b0..e])),
-                _mm256_mul_ps(wd, f32x8_head(&d3[b0..e])),
-            ];
+            for t in 0..4 {
+                _mm256_storeu_ps(dd[t].as_mut_ptr(), _mm256_mul_ps(wd, f32x8_head(&xs[t].q8_0_d[8 * g..8 * g + wb.len()])));
+            }
             for (k, b) in wb.iter().enumerate() {
                 let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
                 let ax = _mm256_sign_epi8(qx, qx);
-                let idx = _mm256_set1_epi32(k as i32);
-                let ys = [&a0[b0 + k], &a1[b0 + k], &a2[b0 + k], &a3[b0 + k]];
                 for t in 0..4 {
-                    let qy = _mm256_loadu_si256(ys[t].qs.as_ptr() as *const __m256i);
-                    let sy = _mm256_sign_epi8(qy, qx);
-                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, sy)));
-                    acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd[t], idx), p, acc[t]);
+                    let qy = _mm256_loadu_si256(xs[t].q8_0[8 * g + k].qs.as_ptr() as *const __m256i);
+                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx))));
+                    acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[t][k]), p, acc[t]);
                 }
             }
         }
@@ -1891,28 +1935,48 @@ mod dispatch {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q4_1 => Some(unsafe { dot4_q4_1_avx2(row, xs) }),
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q6_K => Some(unsafe { dot4_q6_k_avx2(row, xs) }),
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q8_0 => Some(unsafe { dot4_q8_0_avx2(row, xs) }),
             _ => None,
         }
     }
 
-    /// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled
-    /// prefill form: the pair is decoded once for all tokens); false when the type has none.
-    pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {
-        let _ = (ty, rows, out); // no compiled type has a tiled kernel
-        false
+    /// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,
+    /// `dot_dec`); 0 when the type has none.
+    pub(crate) fn tile_rows(ty: GgmlType) -> usize {
+        match ty {
+            GgmlType::Q6_K => 8,
+            _ => 0,
+        }
     }
 
-    /// A row pair of type `ty` decoded by `dec_rows` · four prepared activations (a 2 x 4 tile);
-    /// panics for a type without a tiled kernel.
-    #[inline]
-    pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let _ = (rows, xs);
+    /// Decodes the `tile_rows(ty)` weight rows of a tile into `out` for `dot_dec` (the type's tiled
+    /// prefill form: a tile is decoded once for all tokens); false when the type has none.
+    pub(crate) fn dec_rows(ty: GgmlType, rows: &[&[u8]], out: &mut DecRows) -> bool {
         match ty {
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q6_K => unsafe { decode8_q6_k_avx2(rows.try_into().expect("tile_rows rows"), out) },
+            _ => return false,
+        }
+        true
+    }
+
+    /// A tile of type `ty` decoded by `dec_rows` · four prepared activations: [row][token], the
+    /// first `tile_rows(ty)` rows filled; panics for a type without a tiled kernel.
+    #[inline]
+    pub(crate) fn dot_dec(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        match ty {
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q6_K => unsafe { tile8(dot8x4_q6_k_avx2(rows, xs)) },
             other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),
         }
+    }
+
+    /// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
+    #[inline]
+    fn tile8<const R: usize>(v: [[f32; 4]; R]) -> [[f32; 4]; 8] {
+        let mut out = [[0.0; 4]; 8];
+        out[..R].copy_from_slice(&v);
+        out
     }
 
     /// One row of type `ty`, dequantized to f32.
@@ -1928,7 +1992,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
+// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v2, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -1937,8 +2001,8 @@ mod matvec {
     // bitwise identical for any thread count: in `matvec` by one call of the generated
     // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-    // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
-    // tile (`dec_rows`; the results of the type's four-token order), the other tokens by `dot_row`.
+    // its gemv), or, for a type with a tiled form, by `dot_dec` on tiles of `tile_rows(ty)` rows
+    // decoded once (`dec_rows`; the results of the type's tiled order), the other tokens by `dot_row`.
     //
     // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
     // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -2247,15 +2311,16 @@ mod matvec {
         let _ = bytes;
     }
 
-    /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token.
+    /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token (a
+    /// multiple of every type's `tile_rows`: 2, 4 or 8).
     const MATMUL_TILE_ROWS: usize = 8;
 
     /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
     /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
     /// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
-    /// tiled form the groups of four go through `dot_dec2x4` instead: each row pair of a tile is
-    /// decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (an odd last
-    /// row is paired with itself).
+    /// tiled form the groups of four go through `dot_dec` instead: each tile of `tile_rows(ty)` rows
+    /// is decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (a short
+    /// last tile repeats the last row).
     /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
     /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
     pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -2282,28 +2347,34 @@ mod matvec {
             // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
             // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
             let n4 = n_tok - n_tok % 4;
-            let mut dec: Vec<DecRows> = Vec::new(); // [tile rows / 2] row pairs
-            let mut tiled = n4 > 0; // until dec_rows says the type has no tiled form
+            // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
+            let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
+            let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
-                if tiled {
-                    // an odd last row is decoded paired with itself, so every row takes the tile
-                    dec.resize_with((te - tr).div_ceil(2), DecRows::default);
+                if tile_n > 0 {
+                    // a short last tile repeats the last row, so every row takes the tiled kernel
+                    dec.resize_with((te - tr).div_ceil(tile_n), DecRows::default);
                     let row = |r: usize| &data[r.min(te - 1) * rb..(r.min(te - 1) + 1) * rb];
-                    tiled = dec.iter_mut().enumerate().all(|(p, d)| dec_rows(ty, [row(tr + 2 * p), row(tr + 2 * p + 1)], d));
+                    for (p, d) in dec.iter_mut().enumerate() {
+                        let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
+                        assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
+                    }
                 }
                 for t0 in (0..n4).step_by(4) {
                     let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
                     let mut r = tr;
                     while r < te {
-                        // Rows r, r + 1 (or the last row) through the tiled kernel, else row r
-                        // through dot_row4 / dot_row.
-                        let (n, v) = if tiled {
-                            ((te - r).min(2), dot_dec2x4(ty, &dec[(r - tr) / 2], g))
+                        // Rows r .. r + tile_n (or to the tile's end) through the tiled kernel, else row
+                        // r through dot_row4 / dot_row.
+                        let (n, v) = if tile_n > 0 {
+                            ((te - r).min(tile_n), dot_dec(ty, &dec[(r - tr) / tile_n], g))
                         } else {
                             let row = &data[r * rb..(r + 1) * rb];
-                            (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
+                            let mut v = [[0.0; 4]; 8];
+                            v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
+                            (1, v)
                         };
                         for (i, vi) in v.iter().take(n).enumerate() {
                             for (k, &vk) in vi.iter().enumerate() {
@@ -2597,7 +2668,7 @@ mod state_kv {
     use rt::half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
     /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
-    pub(crate) const BATCH: usize = 64;
+    pub(crate) const BATCH: usize = 128;
 
     /// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
     /// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each

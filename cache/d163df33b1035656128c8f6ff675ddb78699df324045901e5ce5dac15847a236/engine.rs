@@ -737,14 +737,14 @@ mod act_quant {
     #[derive(Clone, Copy, Debug)]
     pub(crate) struct DecLine(pub(crate) [u8; 64]);
 
-    /// Two weight rows decoded together, once, for the tiled prefill kernels (`dec_rows` /
-    /// `dot_dec2x4` in the dispatch), so a row pair is decoded once for all tokens instead of once
-    /// per group of tokens. Filled by a weight type's decoder in its own layout (documented beside
-    /// the decoder); the buffers are reused from pair to pair.
+    /// A tile of weight rows (the type's `tile_rows`) decoded together, once, for the tiled prefill
+    /// kernels (`dec_rows` / `dot_dec` in the dispatch), so a row is decoded once for all tokens
+    /// instead of once per group of tokens. Filled by a weight type's decoder in its own layout
+    /// (documented beside the decoder); the buffers are reused from tile to tile.
     #[derive(Clone, Debug, Default)]
     pub(crate) struct DecRows {
-        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][2 rows] for Q5_0 AVX2
-        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][2 rows] (may be empty)
+        pub(crate) b: Vec<DecLine>, // the decoder's lines, e.g. [blocks][4 lines of 8 rows] for Q5_0 AVX2
+        pub(crate) d: Vec<f32>,     // the decoder's f32 scales, e.g. [blocks][8 rows] (may be empty)
     }
 
     /// One activation vector in the forms the kernels of the engine's weight types read.
@@ -756,6 +756,7 @@ mod act_quant {
         pub(crate) q8_0: Vec<BlockQ8_0>,  // [n/32] when Q8_0 is asked, else empty
         pub(crate) q8_0_d: Vec<f32>,      // [n/32] the Q8_0 scales as f32 (fp16_to_f32(q8_0[i].d))
         pub(crate) q8_0_neg16: Vec<[i32; 8]>, // [n/32][8] lane j: -16 * (qs[4j] + .. + qs[4j + 3]) of q8_0[i]
+        pub(crate) q8_0_neg16_sum: Vec<i32>,  // [n/32] -16 * (qs[0] + .. + qs[31]) of q8_0[i]: its lanes summed
         pub(crate) q8_0_s: Vec<f32>,      // [n/32] f16(amax_i / 127 * sum of q8_0[i].qs), ggml's q8_1 `s`
         pub(crate) q8_k: Vec<BlockQ8K>,   // [n/256] when Q8K is asked, else empty
     }
@@ -774,7 +775,7 @@ mod act_quant {
         pub(crate) fn set(&mut self, x: &[f32], kinds: &[ActKind]) {
             let n = x.len();
             [&mut self.f32, &mut self.f16, &mut self.bf16, &mut self.q8_0_d, &mut self.q8_0_s].into_iter().for_each(Vec::clear);
-            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_k.clear());
+            (self.q8_0.clear(), self.q8_0_neg16.clear(), self.q8_0_neg16_sum.clear(), self.q8_k.clear());
             self.f32.extend_from_slice(x);
             if kinds.contains(&ActKind::F16) {
                 self.f16.extend(x.iter().map(|&v| fp16_to_f32(f32_to_fp16(v))));
@@ -790,6 +791,7 @@ mod act_quant {
                 // what a u8 x s8 dot of weights stored as q + 16 (Q5_0 on VNNI) adds to become the signed dot
                 let neg16 = |b: &BlockQ8_0| std::array::from_fn(|j| -16 * b.qs[4 * j..4 * j + 4].iter().map(|&q| q as i32).sum::<i32>());
                 self.q8_0_neg16.extend(self.q8_0.iter().map(neg16));
+                self.q8_0_neg16_sum.extend(self.q8_0_neg16.iter().map(|l| l.iter().sum::<i32>()));
                 // d_x * sum q_x per block, the min term of a weight type with an offset (Q4_1: w = d q + m),
                 // as ggml's quantize_row_q8_1 stores it: the unrounded d = amax / 127 times the sum, rounded
                 // to f16 (the exact f32 product drifts from llama.cpp's logits by ~0.1 on SmolLM2; this
@@ -1057,7 +1059,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 6. Q4_K blocks and dot kernel — contract dot_q4_k v1, realization dot_q4_k/blocks+scalar (ckb) ====
+// ==== 6. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+scalar (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1169,7 +1171,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v1, realization dot_q5_0/blocks+scalar (ckb) ====
+// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v2, realization dot_q5_0/blocks+scalar (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1291,7 +1293,7 @@ mod dot_q5_0 {
 }
 pub use dot_q5_0::*;
 
-// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v1, realization dot_q6_k/blocks+scalar (ckb) ====
+// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+scalar (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1496,24 +1498,41 @@ mod dispatch {
         }
     }
 
-    /// Decodes two weight rows of type `ty` together into `out` for `dot_dec2x4` (the type's tiled
-    /// prefill form: the pair is decoded once for all tokens); false when the type has none.
-    pub(crate) fn dec_rows(ty: GgmlType, rows: [&[u8]; 2], out: &mut DecRows) -> bool {
+    /// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,
+    /// `dot_dec`); 0 when the type has none.
+    pub(crate) fn tile_rows(ty: GgmlType) -> usize {
         match ty {
-            GgmlType::Q5_0 => decode_q5_0_scalar(rows, out),
+            GgmlType::Q5_0 => 2,
+            _ => 0,
+        }
+    }
+
+    /// Decodes the `tile_rows(ty)` weight rows of a tile into `out` for `dot_dec` (the type's tiled
+    /// prefill form: a tile is decoded once for all tokens); false when the type has none.
+    pub(crate) fn dec_rows(ty: GgmlType, rows: &[&[u8]], out: &mut DecRows) -> bool {
+        match ty {
+            GgmlType::Q5_0 => decode_q5_0_scalar(rows.try_into().expect("tile_rows rows"), out),
             _ => return false,
         }
         true
     }
 
-    /// A row pair of type `ty` decoded by `dec_rows` · four prepared activations (a 2 x 4 tile);
-    /// panics for a type without a tiled kernel.
+    /// A tile of type `ty` decoded by `dec_rows` · four prepared activations: [row][token], the
+    /// first `tile_rows(ty)` rows filled; panics for a type without a tiled kernel.
     #[inline]
-    pub(crate) fn dot_dec2x4(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
+    pub(crate) fn dot_dec(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         match ty {
-            GgmlType::Q5_0 => dot2x4_q5_0_scalar(rows, xs),
+            GgmlType::Q5_0 => tile8(dot2x4_q5_0_scalar(rows, xs)),
             other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),
         }
+    }
+
+    /// A tile's [row][token] results as the first R rows of `dot_dec`'s eight.
+    #[inline]
+    fn tile8<const R: usize>(v: [[f32; 4]; R]) -> [[f32; 4]; 8] {
+        let mut out = [[0.0; 4]; 8];
+        out[..R].copy_from_slice(&v);
+        out
     }
 
     /// One row of type `ty`, dequantized to f32.
@@ -1530,7 +1549,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v1, realization matvec/threaded (ckb) ====
+// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v2, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -1539,8 +1558,8 @@ mod matvec {
     // bitwise identical for any thread count: in `matvec` by one call of the generated
     // `dot_row(ty, row, x)`; in `matmul` tokens 4k..4k+4 (k < n_tok / 4) by the type's four-token
     // kernel `dot_row4` when it has one (it mirrors llama.cpp's gemm, whose float order differs from
-    // its gemv), or, for a type with a tiled form, by `dot_dec2x4` on row pairs decoded once per
-    // tile (`dec_rows`; the results of the type's four-token order), the other tokens by `dot_row`.
+    // its gemv), or, for a type with a tiled form, by `dot_dec` on tiles of `tile_rows(ty)` rows
+    // decoded once (`dec_rows`; the results of the type's tiled order), the other tokens by `dot_row`.
     //
     // The pool: one atomic word holds (job epoch, task count, next task); tasks are claimed from it
     // by compare-and-swap, by the caller and by the workers alike. The caller publishes a job (a
@@ -1849,15 +1868,16 @@ mod matvec {
         let _ = bytes;
     }
 
-    /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token.
+    /// Rows of a weight tile in `matmul`: read once from memory, then dotted with every token (a
+    /// multiple of every type's `tile_rows`: 2, 4 or 8).
     const MATMUL_TILE_ROWS: usize = 8;
 
     /// out[t * rows + r] = row r of w . xs[t] for every token t and row r (prefill): dot_row4 for
     /// tokens in groups of four from the first (where the type has a four-token kernel), dot_row for
     /// the last n_tok % 4 tokens (and for every token of a type without one). For a type with a
-    /// tiled form the groups of four go through `dot_dec2x4` instead: each row pair of a tile is
-    /// decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (an odd last
-    /// row is paired with itself).
+    /// tiled form the groups of four go through `dot_dec` instead: each tile of `tile_rows(ty)` rows
+    /// is decoded once (`dec_rows`) for all tokens and dotted with four tokens at a time (a short
+    /// last tile repeats the last row).
     /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
     /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
     pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
@@ -1884,28 +1904,34 @@ mod matvec {
             // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
             // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
             let n4 = n_tok - n_tok % 4;
-            let mut dec: Vec<DecRows> = Vec::new(); // [tile rows / 2] row pairs
-            let mut tiled = n4 > 0; // until dec_rows says the type has no tiled form
+            // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
+            let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
+            let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
-                if tiled {
-                    // an odd last row is decoded paired with itself, so every row takes the tile
-                    dec.resize_with((te - tr).div_ceil(2), DecRows::default);
+                if tile_n > 0 {
+                    // a short last tile repeats the last row, so every row takes the tiled kernel
+                    dec.resize_with((te - tr).div_ceil(tile_n), DecRows::default);
                     let row = |r: usize| &data[r.min(te - 1) * rb..(r.min(te - 1) + 1) * rb];
-                    tiled = dec.iter_mut().enumerate().all(|(p, d)| dec_rows(ty, [row(tr + 2 * p), row(tr + 2 * p + 1)], d));
+                    for (p, d) in dec.iter_mut().enumerate() {
+                        let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
+                        assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
+                    }
                 }
                 for t0 in (0..n4).step_by(4) {
                     let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
                     let mut r = tr;
                     while r < te {
-                        // Rows r, r + 1 (or the last row) through the tiled kernel, else row r
-                        // through dot_row4 / dot_row.
-                        let (n, v) = if tiled {
-                            ((te - r).min(2), dot_dec2x4(ty, &dec[(r - tr) / 2], g))
+                        // Rows r .. r + tile_n (or to the tile's end) through the tiled kernel, else row
+                        // r through dot_row4 / dot_row.
+                        let (n, v) = if tile_n > 0 {
+                            ((te - r).min(tile_n), dot_dec(ty, &dec[(r - tr) / tile_n], g))
                         } else {
                             let row = &data[r * rb..(r + 1) * rb];
-                            (1, [dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x))), [0.0; 4]])
+                            let mut v = [[0.0; 4]; 8];
+                            v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
+                            (1, v)
                         };
                         for (i, vi) in v.iter().take(n).enumerate() {
                             for (k, &vk) in vi.iter().enumerate() {
@@ -2199,7 +2225,7 @@ mod state_kv {
     use rt::half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
     /// Tokens the prefill processes per batch; longer prompts are processed in several batches.
-    pub(crate) const BATCH: usize = 64;
+    pub(crate) const BATCH: usize = 128;
 
     /// The key/value cache: one row of `head_dim` per layer, kv head and position, in f16 as
     /// llama.cpp's default cache type stores it (attention widens a block of rows at a time), each

@@ -21,6 +21,34 @@ fn ckb_check_passes() {
 }
 
 #[test]
+fn a_tiled_form_needs_both_entries_and_a_tile_of_2_4_or_8_rows() {
+    let mut ckb = real_ckb();
+    fn avx2(ckb: &mut Ckb) -> &mut metainfer_build::ckb::schema::RealizationRef {
+        let c = ckb.contracts.get_mut("dot_q5_0").expect("dot_q5_0");
+        let r = c.realizations.iter_mut().find(|r| r.variant == "avx2");
+        r.expect("dot_q5_0 has an avx2 realization")
+    }
+    avx2(&mut ckb).tile_rows = Some(3);
+    let problems = ckb.check();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("dot_q5_0")
+                && p.contains("tile_rows = 3; a tile has 2, 4 or 8 rows")),
+        "{problems:?}"
+    );
+    avx2(&mut ckb).tile_rows = Some(8);
+    avx2(&mut ckb).entry_tiled = None;
+    let problems = ckb.check();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("names only some of entry_dec, entry_tiled and tile_rows")),
+        "{problems:?}"
+    );
+}
+
+#[test]
 fn every_model_and_file_quant_forms_constraints() {
     let ckb = real_ckb();
     let models: Vec<String> = ckb

@@ -110,6 +110,17 @@ fn contracts(ckb: &Ckb, p: &mut Vec<String>) {
                     ));
                 }
             }
+            match (&r.entry_dec, &r.entry_tiled, r.tile_rows) {
+                (Some(_), Some(_), None | Some(2 | 4 | 8)) | (None, None, None) => {}
+                (Some(_), Some(_), Some(n)) => p.push(format!(
+                    "{file}: realization `{}` has tile_rows = {n}; a tile has 2, 4 or 8 rows",
+                    r.variant
+                )),
+                _ => p.push(format!(
+                    "{file}: realization `{}` names only some of entry_dec, entry_tiled and tile_rows; a tiled form needs entry_dec and entry_tiled (tile_rows defaults to 2)",
+                    r.variant
+                )),
+            }
         }
     }
 }

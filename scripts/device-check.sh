@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # The CUDA engines on a GPU machine, in one run: the kernels against their Rust references,
-# greedy tokens of the sm_90 and sm_89 engines against the CPU engine, and speed.
+# greedy tokens of every CUDA engine against the CPU engine on the tiny fixtures and on the real
+# models that are present, speed, and the fraction of the device's memory bandwidth decode reaches.
 #
 #   scripts/device-check.sh
 #
 # Works offline from prebuilt binaries (a device machine may have no network and no cargo
 # registry): set DEMO_ENGINE to a release `demo-engine` and CUDA_KERNELS_TEST to the test binary
 # `cargo test -p metainfer-build --test cuda_kernels --no-run` printed (both built on a machine
-# with the repo's toolchain); otherwise both are built here with cargo. MODEL (default the
-# fetched real model) is used when present; the tiny committed fixture always is.
+# with the repo's toolchain); otherwise both are built here with cargo. QWEN (default the fetched
+# Qwen2.5-Coder file) and SMOL (SmolLM2-135M Q4_1) are used when present; the tiny committed
+# fixtures always are. Every engine run is bounded by `timeout` (STEP_TIMEOUT s, default 180) so
+# a hung kernel cannot eat the machine's time; a failing run prints its stderr's tail.
 # Prints `DEVICE <what> key=value ...` lines and exits non-zero when any check fails.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-MODEL="${MODEL:-$ROOT/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
-TINY="$ROOT/ckb/gates/fixtures/tiny-qwen2.gguf"
+QWEN="${QWEN:-$ROOT/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
+SMOL="${SMOL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+FIX="$ROOT/ckb/gates/fixtures"
+STEP_TIMEOUT="${STEP_TIMEOUT:-180}"
+ONLY="${ONLY:-kernels,tiny,real,bench}"
 fail=0
+log=$(mktemp)
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader || echo "device-check: nvidia-smi failed" >&2
 
@@ -24,64 +32,123 @@ if [[ -z "$BIN" ]]; then
     cargo build -q --release -p demo-engine || exit 1
     BIN="$ROOT/target/release/demo-engine"
 fi
-KT="${CUDA_KERNELS_TEST:-}"
-if [[ -z "$KT" ]]; then
-    KT=$(cargo test -q -p metainfer-build --test cuda_kernels --no-run --message-format=json 2>/dev/null |
-        python3 -c 'import json,sys; [print(j["executable"]) for j in map(json.loads, sys.stdin) if j.get("executable")]' | tail -1)
-fi
 
 # 1. every kernel against its Rust reference (fails rather than skips without a driver); the
 # PTX comes from NVRTC where it is installed, else from the committed cache entries
-ptx_dir=$(mktemp -d)
-for f in cache/*/kernels/kernels_cuda.sm_*.ptx; do
-    [[ -f "$f" ]] && cp "$f" "$ptx_dir/kernels_cuda.cuda.${f##*kernels_cuda.}"
-done
-if [[ -n "$KT" && -x "$KT" ]]; then
-    if METAINFER_REQUIRE_CUDA=1 METAINFER_PTX_DIR="$ptx_dir" "$KT" --nocapture --test-threads=1; then echo "DEVICE kernels status=pass"; else echo "DEVICE kernels status=fail"; fail=1; fi
-else
-    echo "DEVICE kernels status=skipped reason=no_test_binary"
+if want kernels; then
+    KT="${CUDA_KERNELS_TEST:-}"
+    if [[ -z "$KT" ]]; then
+        KT=$(cargo test -q -p metainfer-build --test cuda_kernels --no-run --message-format=json 2>/dev/null |
+            python3 -c 'import json,sys; [print(j["executable"]) for j in map(json.loads, sys.stdin) if j.get("executable")]' | tail -1)
+    fi
+    ptx_dir=$(mktemp -d)
+    for f in cache/*/kernels/kernels_cuda.sm_*.ptx; do
+        [[ -f "$f" ]] && cp "$f" "$ptx_dir/kernels_cuda.cuda.${f##*kernels_cuda.}"
+    done
+    if [[ -n "$KT" && -x "$KT" ]]; then
+        t0=$SECONDS
+        if METAINFER_REQUIRE_CUDA=1 METAINFER_PTX_DIR="$ptx_dir" timeout "$STEP_TIMEOUT" "$KT" --nocapture --test-threads=1 >"$log" 2>&1; then
+            echo "DEVICE kernels status=pass seconds=$((SECONDS - t0)) $(grep -E '^test result' "$log" | head -1)"
+        else
+            echo "DEVICE kernels status=fail seconds=$((SECONDS - t0))"
+            tail -40 "$log"
+            fail=1
+        fi
+    else
+        echo "DEVICE kernels status=skipped reason=no_test_binary"
+    fi
 fi
 
-# 2. greedy ids: each cuda engine against the CPU engine (generic: the reference order)
-greedy() { # "engine [flags]" model prompt n -> ids
+# 2. greedy ids: each cuda engine against the CPU engine (avx2, else generic)
+greedy() { # "engine [flags]" model prompt n -> ids; stderr to $log
     # shellcheck disable=SC2086 # $1 is the engine and its flags
-    "$BIN" generate --engine $1 --model "$2" --prompt "$3" --max-tokens "$4" --temperature 0 --print-ids 2>/dev/null | tail -1
+    timeout "$STEP_TIMEOUT" "$BIN" generate --engine $1 --model "$2" --prompt "$3" --max-tokens "$4" --temperature 0 --print-ids 2>"$log" | tail -1
 }
-compare() { # model n prompt...
-    local model="$1" n="$2"; shift 2
+compare() { # model n "engines" prompt...
+    local model="$1" n="$2" engines="$3"; shift 3
+    local prompt cpu gpu e same total
     for prompt in "$@"; do
         cpu=$(greedy avx2 "$model" "$prompt" "$n")
         [[ -n "$cpu" ]] || cpu=$(greedy generic "$model" "$prompt" "$n")
-        for e in sm_90 sm_89 "sm_90 --no-cuda-graph"; do
+        for e in $engines; do
+            e=${e//+/ }
+            local t0=$SECONDS
             gpu=$(greedy "$e" "$model" "$prompt" "$n")
             same=$(python3 -c 'import sys; a=sys.argv[1].split(","); b=sys.argv[2].split(","); n=0
 while n < min(len(a),len(b)) and a[n]==b[n]: n+=1
 print(n)' "$cpu" "$gpu")
             total=$(tr ',' '\n' <<<"$cpu" | grep -c .)
-            echo "DEVICE greedy engine=${e// /} model=$(basename "$model") prompt=${prompt:0:24}... matching_prefix=$same tokens=$total"
-            [[ "$cpu" == "$gpu" ]] || fail=1
+            echo "DEVICE greedy engine=${e// /} model=$(basename "$model") prompt=${prompt:0:24}... matching_prefix=$same tokens=$total seconds=$((SECONDS - t0))"
+            if [[ -z "$cpu" || "$cpu" != "$gpu" ]]; then
+                fail=1
+                echo "  cpu: $cpu"
+                echo "  gpu: $gpu"
+                tail -15 "$log" | sed 's/^/  stderr: /'
+            fi
         done
     done
 }
-compare "$TINY" 24 "Hello world" "The quick brown fox"
-if [[ -f "$MODEL" ]]; then
-    compare "$MODEL" 32 "def fibonacci(n):" "The capital of France is" "// A C function that reverses a string"
-    # 3. speed: prefill and decode tok/s, and the fraction of HBM bandwidth decode reaches
-    for e in sm_90 sm_89 "sm_90 --no-cuda-graph"; do
-        # shellcheck disable=SC2086
-        j=$("$BIN" bench --engine $e --model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --reps 3 --json 2>/dev/null | tail -1)
-        echo "DEVICE bench engine=${e// /} $j"
-    done
-    j=$("$BIN" bench --engine sm_89 --model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --reps 3 --json 2>/dev/null | tail -1)
-    bw=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo 4800 || echo 0)
-    python3 - "$MODEL" "$bw" "$j" <<'PY' || true
-import json, os, sys
-model, bw, j = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
-gb = os.path.getsize(model) / 1e9  # weights read per decoded token, about the file size
-if bw > 0:
-    print(f"DEVICE bandwidth engine=sm_89 tg_tok_s={j['tg_tok_s']:.1f} gb_per_token={gb:.3f} used={j['tg_tok_s']*gb/bw:.3%} of {bw:.0f} GB/s")
-PY
-else
-    echo "DEVICE real_model status=skipped reason=\"$MODEL is absent (scripts/fetch-model.sh)\""
+QWEN_ENGINES="sm_90 sm_89 sm_80 sm_90+--no-cuda-graph"
+if want tiny; then
+    compare "$FIX/tiny-qwen2.gguf" 24 "$QWEN_ENGINES" "Hello world" "The quick brown fox"
+    compare "$FIX/tiny-qwen2-awq" 24 "sm_90 sm_89 sm_80 sm_90+--no-cuda-graph" "Hello world"
+    compare "$FIX/tiny-llama.gguf" 24 "sm_89 sm_89+--no-cuda-graph" "Hello world" "The quick brown fox"
 fi
+if want real; then
+    if [[ -f "$QWEN" ]]; then
+        compare "$QWEN" 32 "$QWEN_ENGINES" "def fibonacci(n):" "The capital of France is" "// A C function that reverses a string"
+    else
+        echo "DEVICE real_model model=qwen2 status=skipped reason=\"$QWEN is absent (scripts/fetch-model.sh)\""
+    fi
+    if [[ -f "$SMOL" ]]; then
+        compare "$SMOL" 32 "sm_89 sm_89+--no-cuda-graph" "def fibonacci(n):" "The capital of France is" "// A C function that reverses a string"
+    else
+        echo "DEVICE real_model model=llama status=skipped reason=\"$SMOL is absent\""
+    fi
+fi
+
+# 3. speed: prefill and decode tok/s at 128 and 2048 prompt tokens, and the fraction of the
+# measured device-to-device copy bandwidth that decode reaches (weights read per token: about
+# the file's size, every weight once)
+if want bench; then
+    bw=$(timeout 120 python3 - <<'PY' 2>/dev/null
+import torch
+n = 1 << 30
+a = torch.empty(n, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+torch.cuda.synchronize()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(20): b.copy_(a)
+e.record(); torch.cuda.synchronize()
+print(f"{2 * n * 20 / (s.elapsed_time(e) / 1e3) / 1e9:.0f}")
+PY
+    )
+    echo "DEVICE bandwidth_probe d2d_copy_gb_s=${bw:-unknown} (bytes read + written)"
+    for model in "$QWEN" "$SMOL"; do
+        [[ -f "$model" ]] || continue
+        case "$model" in *SmolLM2*) engines="sm_89 sm_89+--no-cuda-graph" ;; *) engines="$QWEN_ENGINES" ;; esac
+        for e in $engines; do
+            e=${e//+/ }
+            for p in 128 2048; do
+                # shellcheck disable=SC2086
+                j=$(timeout "$STEP_TIMEOUT" "$BIN" bench --engine $e --model "$model" --prompt-tokens $p --gen-tokens 128 --reps 3 --json 2>"$log" | tail -1)
+                if [[ -z "$j" ]]; then
+                    echo "DEVICE bench engine=${e// /} model=$(basename "$model") prompt=$p status=fail"
+                    tail -15 "$log" | sed 's/^/  stderr: /'
+                    fail=1
+                    continue
+                fi
+                python3 - "$model" "${bw:-0}" "$j" "${e// /}" "$p" <<'PY' || true
+import json, os, sys
+model, bw, j, e, p = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+gb = os.path.getsize(model) / 1e9
+used = f" gb_per_token={gb:.3f} bandwidth_used={j['tg_tok_s'] * gb / bw:.1%}_of_{bw:.0f}_GB/s" if bw > 0 else ""
+print(f"DEVICE bench engine={e} model={os.path.basename(model)} prompt={p} pp_tok_s={j['pp_tok_s']:.1f} tg_tok_s={j['tg_tok_s']:.1f}{used}")
+PY
+            done
+        done
+    done
+fi
+rm -f "$log"
 exit $fail

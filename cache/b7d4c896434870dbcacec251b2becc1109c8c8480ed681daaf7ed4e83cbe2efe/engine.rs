@@ -828,12 +828,12 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v2, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v3, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
     // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
-    // lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
+    // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
     // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
     // row sums of the AVX-512 pair tiles.
 
@@ -848,6 +848,29 @@ mod simd_avx2 {
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
         r = _mm_add_ss(r, _mm_movehdup_ps(r));
         _mm_cvtss_f32(r)
+    }
+
+    // hsum_f32x8 of each of N accumulators (the gemv's rows), four at a time: the same additions
+    // per row in the same order (so bitwise hsum_f32x8 of each), with the four rows' lanes
+    // transposed so that one vector add serves four rows.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn hsum_f32x8_rows<const N: usize>(acc: [__m256; N]) -> [f32; N] {
+        let mut out = [0f32; N];
+        for (o, a) in out.chunks_exact_mut(4).zip(acc.chunks_exact(4)) {
+            // [l + l+4 of rows 0, 1] and [of rows 2, 3], then lane pairs (0, 2) and (1, 3) of each row
+            let s01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x31), _mm256_permute2f128_ps(a[0], a[1], 0x20));
+            let s23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x31), _mm256_permute2f128_ps(a[2], a[3], 0x20));
+            let p = _mm256_add_ps(_mm256_unpacklo_ps(s01, s23), _mm256_unpackhi_ps(s01, s23));
+            let mut r = [0f32; 8]; // lanes 0, 4, 1, 5: rows 0, 1, 2, 3
+            _mm256_storeu_ps(r.as_mut_ptr(), _mm256_add_ps(p, _mm256_permute_ps(p, 0b01_00_11_10)));
+            o.copy_from_slice(&[r[0], r[4], r[1], r[5]]);
+        }
+        for k in N / 4 * 4..N {
+            out[k] = hsum_f32x8(acc[k]);
+        }
+        out
     }
 
     // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
@@ -1640,7 +1663,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 8. Q5_0 blocks and dot kernel — contract dot_q5_0 v2, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 8. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1811,30 +1834,54 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
-        let w = q5_0_blocks(row);
-        let a = &x.q8_0[..];
-        let ad = &x.q8_0_d[..];
-        assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+        dot_rows_q5_0_avx2([row], x)[0]
+    }
+
+    /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q5_0_avx2 of four rows.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot_rows4_q5_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+        dot_rows_q5_0_avx2(rows, x)
+    }
+
+    /// rows[r] . x for N Q5_0 rows (the gemv takes four at a time: each activation block and its
+    /// q8_0_neg16 are loaded once for the four, one call and one reduction serve them); per row the
+    /// operations and their order are those of one row, so rows[r]'s result is bitwise
+    /// dot_q5_0_avx2(rows[r], x). Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_rows_q5_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+        let w = rows.map(q5_0_blocks);
+        let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
+        for w in &w {
+            assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+        }
         assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len() && x.q8_0_neg16.len() == a.len(), "activation lacks its Q8_0 form");
-        let mut acc = _mm256_setzero_ps();
+        let mut acc = [_mm256_setzero_ps(); N];
         // Eight blocks per step: their eight scale products are formed at once and parked on the
         // stack, then broadcast from there block by block (a load rather than a lane permute on the
-        // vector ports); the fma chain is in block order.
-        let mut dd = [0f32; 8];
-        let mut k0 = 0; // the chunk's first block
-        for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-            _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
-            for (((b, y), d), neg16) in wb.iter().zip(ab).zip(&dd).zip(&x.q8_0_neg16[k0..]) {
+        // vector ports); each row's fma chain is in block order.
+        let mut dd = [[0f32; 8]; N];
+        let groups = a.chunks(8).zip(ad.chunks(8)).zip(x.q8_0_neg16.chunks(8));
+        for (g, ((ab, adb), ng)) in groups.enumerate() {
+            let (xd, n) = (f32x8_head(adb), ab.len());
+            for r in 0..N {
+                let wb = &w[r][8 * g..8 * g + n];
+                _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
+            }
+            for (k, (y, neg16)) in ab.iter().zip(ng).enumerate() {
                 // ggml's eight lane sums Σ q * y over four quants, exactly: (q + 16) . y by maddubs
                 // (no saturation: 2 * 31 * 127 < 2^15) and madd, plus the activation's -16 * Σ y
                 let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-                let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1));
-                let s = _mm256_add_epi32(s, _mm256_loadu_si256(neg16.as_ptr() as *const __m256i));
-                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), _mm256_cvtepi32_ps(s), acc);
+                let n16 = _mm256_loadu_si256(neg16.as_ptr() as *const __m256i);
+                for r in 0..N {
+                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(&w[r][8 * g + k]), qy), _mm256_set1_epi16(1));
+                    let s = _mm256_cvtepi32_ps(_mm256_add_epi32(s, n16));
+                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), s, acc[r]);
+                }
             }
-            k0 += wb.len();
         }
-        hsum_f32x8(acc)
+        hsum_f32x8_rows(acc)
     }
 }
 pub use dot_q5_0::*;
@@ -2066,7 +2113,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 10. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+avx2 (ckb) ====
+// ==== 10. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+avx2 (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -2116,37 +2163,53 @@ mod dot_q8_0 {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    // acc + d * (the eight i32 lane sums of block b . block y, as f32).
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q8_0_step(acc: __m256, d: __m256, b: &BlockQ8_0W, y: &BlockQ8_0) -> __m256 {
-        let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
-        let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-        _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
-    }
-
     /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
-        let w = q8_0_blocks(row);
-        let a = &x.q8_0[..];
-        let ad = &x.q8_0_d[..];
-        assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+        dot_rows_q8_0_avx2([row], x)[0]
+    }
+
+    /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0_avx2 of four rows.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+        dot_rows_q8_0_avx2(rows, x)
+    }
+
+    /// rows[r] . x for N Q8_0 rows (the gemv takes four at a time: each activation block is loaded
+    /// once for the four, one call and one reduction serve them); per row the operations and their
+    /// order are those of one row, so rows[r]'s result is bitwise dot_q8_0_avx2(rows[r], x).
+    /// Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+        let w = rows.map(q8_0_blocks);
+        let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
+        for w in &w {
+            assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+        }
         assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
-        let mut acc = _mm256_setzero_ps();
+        let mut acc = [_mm256_setzero_ps(); N];
         // Eight blocks per step: their eight scale products are formed at once and parked on the
         // stack, then broadcast from there block by block (a load rather than a lane permute on the
-        // vector ports); the fma chain is in block order.
-        let mut dd = [0f32; 8];
-        for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-            _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
-            for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
-                acc = q8_0_step(acc, _mm256_broadcast_ss(d), b, y);
+        // vector ports); each row's fma chain is in block order.
+        let mut dd = [[0f32; 8]; N];
+        for (g, (ab, adb)) in a.chunks(8).zip(ad.chunks(8)).enumerate() {
+            let (xd, n) = (f32x8_head(adb), ab.len());
+            for r in 0..N {
+                let wb = &w[r][8 * g..8 * g + n];
+                _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
+            }
+            for (k, y) in ab.iter().enumerate() {
+                let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+                for r in 0..N {
+                    let qx = _mm256_loadu_si256(w[r][8 * g + k].qs.as_ptr() as *const __m256i);
+                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), mul_sum_i8_pairs_float(qx, qy), acc[r]);
+                }
             }
         }
-        hsum_f32x8(acc)
+        hsum_f32x8_rows(acc)
     }
 
     /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
@@ -2179,7 +2242,7 @@ mod dot_q8_0 {
                 }
             }
         }
-        [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
+        hsum_f32x8_rows(acc)
     }
 }
 pub use dot_q8_0::*;
@@ -2228,6 +2291,19 @@ mod dispatch {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q8_0 => Some(unsafe { dot4_q8_0_avx2(row, xs) }),
+            _ => None,
+        }
+    }
+
+    /// Four weight rows of type `ty` · the prepared activation, with the type's four-row gemv
+    /// kernel (each row bitwise `dot_row`); None when the type has none.
+    #[inline]
+    pub(crate) fn dot_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &Act) -> Option<[f32; 4]> {
+        match ty {
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q5_0 => Some(unsafe { dot_rows4_q5_0_avx2(rows, x) }),
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+            GgmlType::Q8_0 => Some(unsafe { dot_rows4_q8_0_avx2(rows, x) }),
             _ => None,
         }
     }
@@ -2295,7 +2371,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 12. Thread pool, matrix-vector and batched matrix products — contract matvec v2, realization matvec/threaded (ckb) ====
+// ==== 12. Thread pool, matrix-vector and batched matrix products — contract matvec v3, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -2562,7 +2638,8 @@ mod matvec {
         matvec_many(pool, &[w], x, &mut [out]);
     }
 
-    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) for matrices that read the same activation
+    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) (bitwise; by `dot_rows4` four rows at a time
+    /// where the type has a four-row kernel) for matrices that read the same activation
     /// (a layer's q, k and v; gate and up) as one job of the pool: one wait instead of one per
     /// matrix, the threads' chunks balanced over all of them, each element bitwise what `matvec`
     /// gives. Panics when the shapes do not match.
@@ -2589,10 +2666,21 @@ mod matvec {
             let (rb, data) = (w.row_bytes, w.data);
             let (start, end) = (r0 * rb, r1 * rb);
             prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
-            for (k, d) in dst.iter_mut().enumerate() {
+            let row = |r: usize| &data[r * rb..(r + 1) * rb];
+            // four rows per call where the type has a four-row kernel, else (and for the last
+            // rows % 4) one
+            let mut k = 0;
+            while k + 4 <= dst.len() {
+                let r = r0 + k;
+                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+                let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
+                dst[k..k + 4].copy_from_slice(&v);
+                k += 4;
+            }
+            for (k, d) in dst.iter_mut().enumerate().skip(k) {
                 let r = r0 + k;
                 prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
-                *d = dot_row(w.ty, &data[r * rb..(r + 1) * rb], x);
+                *d = dot_row(w.ty, row(r), x);
             }
         });
     }

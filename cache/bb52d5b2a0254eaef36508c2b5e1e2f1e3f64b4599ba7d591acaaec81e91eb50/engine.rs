@@ -791,12 +791,12 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v2, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v3, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
     // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
-    // lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
+    // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
     // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
     // row sums of the AVX-512 pair tiles.
 
@@ -811,6 +811,29 @@ mod simd_avx2 {
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
         r = _mm_add_ss(r, _mm_movehdup_ps(r));
         _mm_cvtss_f32(r)
+    }
+
+    // hsum_f32x8 of each of N accumulators (the gemv's rows), four at a time: the same additions
+    // per row in the same order (so bitwise hsum_f32x8 of each), with the four rows' lanes
+    // transposed so that one vector add serves four rows.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn hsum_f32x8_rows<const N: usize>(acc: [__m256; N]) -> [f32; N] {
+        let mut out = [0f32; N];
+        for (o, a) in out.chunks_exact_mut(4).zip(acc.chunks_exact(4)) {
+            // [l + l+4 of rows 0, 1] and [of rows 2, 3], then lane pairs (0, 2) and (1, 3) of each row
+            let s01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x31), _mm256_permute2f128_ps(a[0], a[1], 0x20));
+            let s23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x31), _mm256_permute2f128_ps(a[2], a[3], 0x20));
+            let p = _mm256_add_ps(_mm256_unpacklo_ps(s01, s23), _mm256_unpackhi_ps(s01, s23));
+            let mut r = [0f32; 8]; // lanes 0, 4, 1, 5: rows 0, 1, 2, 3
+            _mm256_storeu_ps(r.as_mut_ptr(), _mm256_add_ps(p, _mm256_permute_ps(p, 0b01_00_11_10)));
+            o.copy_from_slice(&[r[0], r[4], r[1], r[5]]);
+        }
+        for k in N / 4 * 4..N {
+            out[k] = hsum_f32x8(acc[k]);
+        }
+        out
     }
 
     // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
@@ -1483,6 +1506,16 @@ mod dispatch {
         }
     }
 
+    /// Four weight rows of type `ty` · the prepared activation, with the type's four-row gemv
+    /// kernel (each row bitwise `dot_row`); None when the type has none.
+    #[inline]
+    pub(crate) fn dot_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &Act) -> Option<[f32; 4]> {
+        let _ = (rows, x); // no compiled type has a four-row kernel
+        match ty {
+            _ => None,
+        }
+    }
+
     /// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,
     /// `dot_dec`); 0 when the type has none.
     pub(crate) fn tile_rows(ty: GgmlType) -> usize {
@@ -1519,7 +1552,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 9. Thread pool, matrix-vector and batched matrix products — contract matvec v2, realization matvec/threaded (ckb) ====
+// ==== 9. Thread pool, matrix-vector and batched matrix products — contract matvec v3, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -1786,7 +1819,8 @@ mod matvec {
         matvec_many(pool, &[w], x, &mut [out]);
     }
 
-    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) for matrices that read the same activation
+    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) (bitwise; by `dot_rows4` four rows at a time
+    /// where the type has a four-row kernel) for matrices that read the same activation
     /// (a layer's q, k and v; gate and up) as one job of the pool: one wait instead of one per
     /// matrix, the threads' chunks balanced over all of them, each element bitwise what `matvec`
     /// gives. Panics when the shapes do not match.
@@ -1813,10 +1847,21 @@ mod matvec {
             let (rb, data) = (w.row_bytes, w.data);
             let (start, end) = (r0 * rb, r1 * rb);
             prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
-            for (k, d) in dst.iter_mut().enumerate() {
+            let row = |r: usize| &data[r * rb..(r + 1) * rb];
+            // four rows per call where the type has a four-row kernel, else (and for the last
+            // rows % 4) one
+            let mut k = 0;
+            while k + 4 <= dst.len() {
+                let r = r0 + k;
+                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+                let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
+                dst[k..k + 4].copy_from_slice(&v);
+                k += 4;
+            }
+            for (k, d) in dst.iter_mut().enumerate().skip(k) {
                 let r = r0 + k;
                 prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
-                *d = dot_row(w.ty, &data[r * rb..(r + 1) * rb], x);
+                *d = dot_row(w.ty, row(r), x);
             }
         });
     }

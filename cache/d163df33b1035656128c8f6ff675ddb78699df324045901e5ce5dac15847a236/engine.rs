@@ -1171,7 +1171,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v2, realization dot_q5_0/blocks+scalar (ckb) ====
+// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+scalar (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1389,7 +1389,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v1, realization dot_q8_0/blocks+scalar (ckb) ====
+// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+scalar (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -1498,6 +1498,16 @@ mod dispatch {
         }
     }
 
+    /// Four weight rows of type `ty` · the prepared activation, with the type's four-row gemv
+    /// kernel (each row bitwise `dot_row`); None when the type has none.
+    #[inline]
+    pub(crate) fn dot_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &Act) -> Option<[f32; 4]> {
+        let _ = (rows, x); // no compiled type has a four-row kernel
+        match ty {
+            _ => None,
+        }
+    }
+
     /// The rows a tile of type `ty` decodes together for its tiled prefill form (`dec_rows`,
     /// `dot_dec`); 0 when the type has none.
     pub(crate) fn tile_rows(ty: GgmlType) -> usize {
@@ -1549,7 +1559,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v2, realization matvec/threaded (ckb) ====
+// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v3, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -1816,7 +1826,8 @@ mod matvec {
         matvec_many(pool, &[w], x, &mut [out]);
     }
 
-    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) for matrices that read the same activation
+    /// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) (bitwise; by `dot_rows4` four rows at a time
+    /// where the type has a four-row kernel) for matrices that read the same activation
     /// (a layer's q, k and v; gate and up) as one job of the pool: one wait instead of one per
     /// matrix, the threads' chunks balanced over all of them, each element bitwise what `matvec`
     /// gives. Panics when the shapes do not match.
@@ -1843,10 +1854,21 @@ mod matvec {
             let (rb, data) = (w.row_bytes, w.data);
             let (start, end) = (r0 * rb, r1 * rb);
             prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
-            for (k, d) in dst.iter_mut().enumerate() {
+            let row = |r: usize| &data[r * rb..(r + 1) * rb];
+            // four rows per call where the type has a four-row kernel, else (and for the last
+            // rows % 4) one
+            let mut k = 0;
+            while k + 4 <= dst.len() {
+                let r = r0 + k;
+                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+                let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
+                dst[k..k + 4].copy_from_slice(&v);
+                k += 4;
+            }
+            for (k, d) in dst.iter_mut().enumerate().skip(k) {
                 let r = r0 + k;
                 prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
-                *d = dot_row(w.ty, &data[r * rb..(r + 1) * rb], x);
+                *d = dot_row(w.ty, row(r), x);
             }
         });
     }

@@ -1,5 +1,5 @@
 // Kernel gates, compiled inside the engine crate (`use super::*` sees every engine item). They
-// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, tile_rows,
+// reference only items every type selection has: COMPILED_TYPES, dot_row, dot_row4, dot_rows4, tile_rows,
 // dec_rows, dot_dec, dequant_row, act_kind, Act, DecRows, Pool, QMatrix, matvec, matvec_many, matmul, the act_quant
 // helpers and vec_ops.
 //
@@ -15,7 +15,9 @@
 //                     dot_row, bitwise, over the lengths of kernel_<t> (partial groups of blocks
 //                     included); for Q4_K, whose four-token kernels may mirror llama.cpp's
 //                     repacked gemm and sum in its order, bitwise dot_row or the gemm order of
-//                     gate_q4_k_gemm (an independent scalar reading of the block bytes).
+//                     gate_q4_k_gemm (an independent scalar reading of the block bytes);
+//                     and dot_rows4 (where the type has a four-row gemv kernel) against dot_row
+//                     of each of its four rows, bitwise, over the same lengths.
 // dec_bits:           dot_dec on tiles of tile_rows(ty) rows decoded by dec_rows (where the
 //                     type has a tiled form) against dot_row of each (row, token) pair (Q4_K: or
 //                     gate_q4_k_gemm; Q5_0 and Q6_K: or gate_q5_0_block / gate_q6_k_block, the
@@ -428,7 +430,7 @@ fn gate_kernel_vectors() {
 
 #[test]
 fn gate_dot4_bits() {
-    let (mut cases, mut mismatches, mut types) = (0usize, 0usize, Vec::new());
+    let (mut cases, mut mismatches, mut types, mut rows4_types) = (0usize, 0usize, Vec::new(), Vec::new());
     let mut failures = Vec::new();
     for &ty in COMPILED_TYPES {
         let kind = act_kind(ty);
@@ -454,9 +456,25 @@ fn gate_dot4_bits() {
         if has4 {
             types.push(gate_tag(ty));
         }
+        for n in gate_lengths(ty) {
+            let x = Act::new(&gate_random_x(n, 7, &mut rng), &[kind]);
+            let rows: Vec<Vec<u8>> = (0..4).map(|_| gate_random_row(ty, n, &mut rng)).collect();
+            let Some(v) = dot_rows4(ty, [&rows[0], &rows[1], &rows[2], &rows[3]], &x) else { break };
+            rows4_types.push(gate_tag(ty));
+            for (r, row) in rows.iter().enumerate() {
+                cases += 1;
+                if v[r].to_bits() != dot_row(ty, row, &x).to_bits() {
+                    mismatches += 1;
+                    if failures.len() < 5 {
+                        failures.push(format!("{} n={n} row {r}: dot_rows4 {} vs dot_row {}", gate_tag(ty), v[r], dot_row(ty, row, &x)));
+                    }
+                }
+            }
+        }
     }
-    println!("GATE dot4_bits mismatches={mismatches} cases={cases} types=\"{}\"", types.join(","));
-    assert!(failures.is_empty(), "dot_row4 differs bitwise from dot_row (and for Q4_K from the gemm order):\n{}", failures.join("\n"));
+    rows4_types.dedup();
+    println!("GATE dot4_bits mismatches={mismatches} cases={cases} types=\"{}\" rows4_types=\"{}\"", types.join(","), rows4_types.join(","));
+    assert!(failures.is_empty(), "dot_row4 / dot_rows4 differ bitwise from dot_row (and for Q4_K from the gemm order):\n{}", failures.join("\n"));
 }
 
 #[test]

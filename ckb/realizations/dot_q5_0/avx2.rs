@@ -35,28 +35,52 @@ unsafe fn q5_0_decode(b: &BlockQ5_0) -> __m256i {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
-    let w = q5_0_blocks(row);
-    let a = &x.q8_0[..];
-    let ad = &x.q8_0_d[..];
-    assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+    dot_rows_q5_0_avx2([row], x)[0]
+}
+
+/// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q5_0_avx2 of four rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot_rows4_q5_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+    dot_rows_q5_0_avx2(rows, x)
+}
+
+/// rows[r] . x for N Q5_0 rows (the gemv takes four at a time: each activation block and its
+/// q8_0_neg16 are loaded once for the four, one call and one reduction serve them); per row the
+/// operations and their order are those of one row, so rows[r]'s result is bitwise
+/// dot_q5_0_avx2(rows[r], x). Requires AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_rows_q5_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+    let w = rows.map(q5_0_blocks);
+    let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
+    for w in &w {
+        assert_eq!(w.len(), a.len(), "Q5_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+    }
     assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len() && x.q8_0_neg16.len() == a.len(), "activation lacks its Q8_0 form");
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); N];
     // Eight blocks per step: their eight scale products are formed at once and parked on the
     // stack, then broadcast from there block by block (a load rather than a lane permute on the
-    // vector ports); the fma chain is in block order.
-    let mut dd = [0f32; 8];
-    let mut k0 = 0; // the chunk's first block
-    for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
-        for (((b, y), d), neg16) in wb.iter().zip(ab).zip(&dd).zip(&x.q8_0_neg16[k0..]) {
+    // vector ports); each row's fma chain is in block order.
+    let mut dd = [[0f32; 8]; N];
+    let groups = a.chunks(8).zip(ad.chunks(8)).zip(x.q8_0_neg16.chunks(8));
+    for (g, ((ab, adb), ng)) in groups.enumerate() {
+        let (xd, n) = (f32x8_head(adb), ab.len());
+        for r in 0..N {
+            let wb = &w[r][8 * g..8 * g + n];
+            _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
+        }
+        for (k, (y, neg16)) in ab.iter().zip(ng).enumerate() {
             // ggml's eight lane sums Σ q * y over four quants, exactly: (q + 16) . y by maddubs
             // (no saturation: 2 * 31 * 127 < 2^15) and madd, plus the activation's -16 * Σ y
             let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-            let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1));
-            let s = _mm256_add_epi32(s, _mm256_loadu_si256(neg16.as_ptr() as *const __m256i));
-            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d), _mm256_cvtepi32_ps(s), acc);
+            let n16 = _mm256_loadu_si256(neg16.as_ptr() as *const __m256i);
+            for r in 0..N {
+                let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(&w[r][8 * g + k]), qy), _mm256_set1_epi16(1));
+                let s = _mm256_cvtepi32_ps(_mm256_add_epi32(s, n16));
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), s, acc[r]);
+            }
         }
-        k0 += wb.len();
     }
-    hsum_f32x8(acc)
+    hsum_f32x8_rows(acc)
 }

@@ -8,37 +8,53 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-// acc + d * (the eight i32 lane sums of block b . block y, as f32).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8_0_step(acc: __m256, d: __m256, b: &BlockQ8_0W, y: &BlockQ8_0) -> __m256 {
-    let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
-    let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
-    _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
-}
-
 /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
-    let w = q8_0_blocks(row);
-    let a = &x.q8_0[..];
-    let ad = &x.q8_0_d[..];
-    assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+    dot_rows_q8_0_avx2([row], x)[0]
+}
+
+/// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0_avx2 of four rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+    dot_rows_q8_0_avx2(rows, x)
+}
+
+/// rows[r] . x for N Q8_0 rows (the gemv takes four at a time: each activation block is loaded
+/// once for the four, one call and one reduction serve them); per row the operations and their
+/// order are those of one row, so rows[r]'s result is bitwise dot_q8_0_avx2(rows[r], x).
+/// Requires AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+    let w = rows.map(q8_0_blocks);
+    let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
+    for w in &w {
+        assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
+    }
     assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); N];
     // Eight blocks per step: their eight scale products are formed at once and parked on the
     // stack, then broadcast from there block by block (a load rather than a lane permute on the
-    // vector ports); the fma chain is in block order.
-    let mut dd = [0f32; 8];
-    for ((wb, ab), adb) in w.chunks(8).zip(a.chunks(8)).zip(ad.chunks(8)) {
-        _mm256_storeu_ps(dd.as_mut_ptr(), _mm256_mul_ps(f16x8_scales(wb.len(), |k| wb[k].d), f32x8_head(adb)));
-        for ((b, y), d) in wb.iter().zip(ab).zip(&dd) {
-            acc = q8_0_step(acc, _mm256_broadcast_ss(d), b, y);
+    // vector ports); each row's fma chain is in block order.
+    let mut dd = [[0f32; 8]; N];
+    for (g, (ab, adb)) in a.chunks(8).zip(ad.chunks(8)).enumerate() {
+        let (xd, n) = (f32x8_head(adb), ab.len());
+        for r in 0..N {
+            let wb = &w[r][8 * g..8 * g + n];
+            _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
+        }
+        for (k, y) in ab.iter().enumerate() {
+            let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+            for r in 0..N {
+                let qx = _mm256_loadu_si256(w[r][8 * g + k].qs.as_ptr() as *const __m256i);
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), mul_sum_i8_pairs_float(qx, qy), acc[r]);
+            }
         }
     }
-    hsum_f32x8(acc)
+    hsum_f32x8_rows(acc)
 }
 
 /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
@@ -71,5 +87,5 @@ pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
             }
         }
     }
-    [hsum_f32x8(acc[0]), hsum_f32x8(acc[1]), hsum_f32x8(acc[2]), hsum_f32x8(acc[3])]
+    hsum_f32x8_rows(acc)
 }

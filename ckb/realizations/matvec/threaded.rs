@@ -261,7 +261,8 @@ pub(crate) fn matvec(pool: &Pool, w: &QMatrix, x: &Act, out: &mut [f32]) {
     matvec_many(pool, &[w], x, &mut [out]);
 }
 
-/// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) for matrices that read the same activation
+/// outs[i][r] = dot_row(ws[i].ty, row r of ws[i], x) (bitwise; by `dot_rows4` four rows at a time
+/// where the type has a four-row kernel) for matrices that read the same activation
 /// (a layer's q, k and v; gate and up) as one job of the pool: one wait instead of one per
 /// matrix, the threads' chunks balanced over all of them, each element bitwise what `matvec`
 /// gives. Panics when the shapes do not match.
@@ -288,10 +289,21 @@ pub(crate) fn matvec_many(pool: &Pool, ws: &[&QMatrix], x: &Act, outs: &mut [&mu
         let (rb, data) = (w.row_bytes, w.data);
         let (start, end) = (r0 * rb, r1 * rb);
         prefetch(&data[start..(start + PREFETCH_AHEAD).min(end)]);
-        for (k, d) in dst.iter_mut().enumerate() {
+        let row = |r: usize| &data[r * rb..(r + 1) * rb];
+        // four rows per call where the type has a four-row kernel, else (and for the last
+        // rows % 4) one
+        let mut k = 0;
+        while k + 4 <= dst.len() {
+            let r = r0 + k;
+            prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+            let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
+            dst[k..k + 4].copy_from_slice(&v);
+            k += 4;
+        }
+        for (k, d) in dst.iter_mut().enumerate().skip(k) {
             let r = r0 + k;
             prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
-            *d = dot_row(w.ty, &data[r * rb..(r + 1) * rb], x);
+            *d = dot_row(w.ty, row(r), x);
         }
     });
 }

@@ -1,5 +1,5 @@
 // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
-// lanes, the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
+// lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
 // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
 // row sums of the AVX-512 pair tiles.
 
@@ -14,6 +14,29 @@ pub(crate) unsafe fn hsum_f32x8(x: __m256) -> f32 {
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     _mm_cvtss_f32(r)
+}
+
+// hsum_f32x8 of each of N accumulators (the gemv's rows), four at a time: the same additions
+// per row in the same order (so bitwise hsum_f32x8 of each), with the four rows' lanes
+// transposed so that one vector add serves four rows.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn hsum_f32x8_rows<const N: usize>(acc: [__m256; N]) -> [f32; N] {
+    let mut out = [0f32; N];
+    for (o, a) in out.chunks_exact_mut(4).zip(acc.chunks_exact(4)) {
+        // [l + l+4 of rows 0, 1] and [of rows 2, 3], then lane pairs (0, 2) and (1, 3) of each row
+        let s01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x31), _mm256_permute2f128_ps(a[0], a[1], 0x20));
+        let s23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x31), _mm256_permute2f128_ps(a[2], a[3], 0x20));
+        let p = _mm256_add_ps(_mm256_unpacklo_ps(s01, s23), _mm256_unpackhi_ps(s01, s23));
+        let mut r = [0f32; 8]; // lanes 0, 4, 1, 5: rows 0, 1, 2, 3
+        _mm256_storeu_ps(r.as_mut_ptr(), _mm256_add_ps(p, _mm256_permute_ps(p, 0b01_00_11_10)));
+        o.copy_from_slice(&[r[0], r[4], r[1], r[5]]);
+    }
+    for k in N / 4 * 4..N {
+        out[k] = hsum_f32x8(acc[k]);
+    }
+    out
 }
 
 // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).

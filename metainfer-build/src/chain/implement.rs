@@ -597,6 +597,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
             is_unsafe,
             slot.entry4.clone(),
             slot.entry_tile.clone(),
+            slot.entry_rows4.clone(),
         ));
     }
     let mut s = String::new();
@@ -639,7 +640,7 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
         );
     }
     let _ = writeln!(s, "    match ty {{");
-    for (n, _, _, is_unsafe, entry4, _) in &types {
+    for (n, _, _, is_unsafe, entry4, ..) in &types {
         let Some(entry4) = entry4 else { continue };
         write_arm(&mut s, n, *is_unsafe, &format!("{entry4}(row, xs)"), true);
     }
@@ -647,9 +648,34 @@ fn dispatch(plan: &Plan) -> Result<String, ChainError> {
     let _ = writeln!(s, "    }}");
     let _ = writeln!(s, "}}");
     s.push('\n');
+    let _ = writeln!(s, "/// Four weight rows of type `ty` · the prepared activation, with the type's four-row gemv");
+    let _ = writeln!(
+        s,
+        "/// kernel (each row bitwise `dot_row`); None when the type has none."
+    );
+    let _ = writeln!(s, "#[inline]");
+    let _ = writeln!(
+        s,
+        "pub(crate) fn dot_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &Act) -> Option<[f32; 4]> {{"
+    );
+    if types.iter().all(|t| t.6.is_none()) {
+        let _ = writeln!(
+            s,
+            "    let _ = (rows, x); // no compiled type has a four-row kernel"
+        );
+    }
+    let _ = writeln!(s, "    match ty {{");
+    for (n, _, _, is_unsafe, _, _, rows4) in &types {
+        let Some(rows4) = rows4 else { continue };
+        write_arm(&mut s, n, *is_unsafe, &format!("{rows4}(rows, x)"), true);
+    }
+    let _ = writeln!(s, "        _ => None,");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s.push('\n');
     let tiled: Vec<_> = types
         .iter()
-        .filter_map(|(n, _, _, u, _, t)| t.as_ref().map(|(d, k, r)| (n, *u, d, k, *r)))
+        .filter_map(|(n, _, _, u, _, t, _)| t.as_ref().map(|(d, k, r)| (n, *u, d, k, *r)))
         .collect();
     let _ = writeln!(
         s,

@@ -457,6 +457,11 @@ pub fn review_slot(slot: &Slot, code: &str, contract: Option<&Contract>) -> Vec<
             "pub(crate) {unsafe_kw}fn {e4}(row: &[u8], xs: [&Act; 4]) -> [f32; 4]"
         ));
     }
+    if let Some(e) = &slot.entry_rows4 {
+        extra.push(format!(
+            "pub(crate) {unsafe_kw}fn {e}(rows: [&[u8]; 4], x: &Act) -> [f32; 4]"
+        ));
+    }
     if let Some((d, k, r)) = &slot.entry_tile {
         extra.push(format!(
             "pub(crate) {unsafe_kw}fn {d}(rows: [&[u8]; {r}], out: &mut DecRows)"

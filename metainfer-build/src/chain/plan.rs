@@ -43,6 +43,10 @@ pub struct Slot {
     /// For dot kernels with a four-token form: the function the dispatch's `dot_row4` calls
     /// (unsafe exactly when `entry` is).
     pub entry4: Option<String>,
+    /// For dot kernels with a four-row gemv form: the function the dispatch's `dot_rows4` calls
+    /// (unsafe exactly when `entry` is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_rows4: Option<String>,
     /// For dot kernels with a tiled prefill form: the decoder of a tile's rows (`dec_rows`), the
     /// rows x 4 kernel on a decoded tile (`dot_dec`), unsafe exactly when `entry` is, and the
     /// rows of a tile (2, 4 or 8).
@@ -180,6 +184,7 @@ fn generated(id: &str, title: &str) -> Slot {
         variants: vec![],
         entry: None,
         entry4: None,
+        entry_rows4: None,
         entry_tile: None,
         llm: false,
         fallback: None,
@@ -240,6 +245,7 @@ fn contract_slot(
         variants: vec![variant],
         entry,
         entry4: None,
+        entry_rows4: None,
         entry_tile: None,
         llm: true,
         fallback: from_ckb.ok().map(Box::new),
@@ -287,6 +293,7 @@ fn ckb_slot(c: &Contract, target: &Target) -> Result<Slot, ChainError> {
         variants,
         entry: chosen.entry.clone().map(|e| (e, chosen.entry_unsafe)),
         entry4: chosen.entry4.clone(),
+        entry_rows4: chosen.entry_rows4.clone(),
         entry_tile,
         llm: false,
         fallback: None,

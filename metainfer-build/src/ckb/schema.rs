@@ -79,6 +79,11 @@ pub struct RealizationRef {
     /// (`fn(row: &[u8], xs: [&Act; 4]) -> [f32; 4]`); unsafe exactly when `entry` is.
     #[serde(default)]
     pub entry4: Option<String>,
+    /// For dot kernels with a four-row gemv form: the function the dispatch's `dot_rows4` calls
+    /// (`fn(rows: [&[u8]; 4], x: &Act) -> [f32; 4]`, each row bitwise `entry`); unsafe exactly
+    /// when `entry` is.
+    #[serde(default)]
+    pub entry_rows4: Option<String>,
     /// For dot kernels with a tiled prefill form: the decoder of a tile's rows the dispatch's
     /// `dec_rows` calls (`fn(rows: [&[u8]; R], out: &mut DecRows)`, R = `tile_rows`), given
     /// together with `entry_tiled`; unsafe exactly when `entry` is.

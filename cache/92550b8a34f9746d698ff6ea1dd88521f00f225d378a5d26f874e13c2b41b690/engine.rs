@@ -780,7 +780,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v1, realization vec_ops/lane+scalar (ckb) ====
+// ==== 4. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v2, realization vec_ops/lane+scalar (ckb) ====
 mod vec_ops {
     use super::*;
 
@@ -890,11 +890,13 @@ mod vec_ops {
     /// `spans[t]` of `(K, V)` (`[positions][hd]` f16 each): softmax(f16(q) · K / sqrt(hd)) · V with
     /// the probabilities rounded to f16, the dots summed in `L` lanes as its f16 matmuls sum them (one
     /// token as ggml_vec_dot_f16, 32 lanes; a batch as tinyBLAS, 8). The rows are widened (exact)
-    /// `KV_BLOCK` at a time once for all the queries, and `kernels` (these lane forms, or faster ones
+    /// `kv_block` (8 L) at a time once for all the queries, and `kernels` (these lane forms, or faster ones
     /// with their bits) take a token's g queries at once.
     #[inline(always)]
     fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
-        const KV_BLOCK: usize = 64;
+        // 8 positions per lane row and block: the accumulate tiles keep a lane row's sums in
+        // registers down its positions of the block
+        let kv_block = 8 * L;
         let nt = spans.len();
         let g = q.len() / (hd * nt).max(1);
         assert!(hd > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
@@ -907,7 +909,7 @@ mod vec_ops {
         // llama.cpp's mask pads them.
         let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
         let mut p = vec![f32::NEG_INFINITY; nt * g * w];
-        let mut rows = vec![0.0f32; KV_BLOCK * hd];
+        let mut rows = vec![0.0f32; kv_block * hd];
         // Token t's rows in s..e: (t, rows of the block, its scores' range in p).
         let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)| {
             for (t, sp) in spans.iter().enumerate() {
@@ -917,8 +919,8 @@ mod vec_ops {
                 }
             }
         };
-        for s in (lo..hi).step_by(KV_BLOCK) {
-            let e = (s + KV_BLOCK).min(hi);
+        for s in (lo..hi).step_by(kv_block) {
+            let e = (s + kv_block).min(hi);
             widen(&kh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
             each(s, e, &mut |t, r, pr| (kernels.0)(&q[t * g * hd..][..g * hd], hd, &rows[r], scale, &mut p[pr], w));
         }
@@ -931,8 +933,8 @@ mod vec_ops {
             (kernels.2)(pj);
         }
         let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..]
-        for s in (lo..hi).step_by(KV_BLOCK) {
-            let e = (s + KV_BLOCK).min(hi);
+        for s in (lo..hi).step_by(kv_block) {
+            let e = (s + kv_block).min(hi);
             widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
             each(s, e, &mut |t, r, pr| {
                 let i0 = pr.start - t * g * w;
@@ -944,12 +946,22 @@ mod vec_ops {
         }
     }
 
-    /// One head's attention over all its rows (`heads` with one query): 32 lanes for a single token
-    /// (`one`, ggml_vec_dot_f16), 8 for a batch (tinyBLAS), the lane forms of the inner loops.
+    /// One token's attention over all the rows of a kv head for its queries `q` (`[g][hd]`, the heads
+    /// sharing it; `heads` with one token, the rows widened once for the g): 32 lanes for a single
+    /// token (`one`, ggml_vec_dot_f16; `kernels[0]`), 8 for a batch (tinyBLAS; `kernels[1]`): the lane
+    /// forms of the inner loops, or faster ones with their bits.
     #[inline(always)]
-    fn head(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), round: fn(&mut [f32]), out: &mut [f32]) {
-        let rows = [0..kv.0.len() / q.len()];
-        if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round), out) }
+    fn head(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), kernels: [HeadKernels; 2], out: &mut [f32]) {
+        let rows = [0..kv.0.len() / hd.max(1)];
+        if one { heads::<32>(q, hd, &rows, kv, widen, kernels[0], out) } else { heads::<8>(q, hd, &rows, kv, widen, kernels[1], out) }
+    }
+
+    /// `attend` by the lane forms of the inner loops alone: the gates' reference for the faster
+    /// kernels a realization passes to `head` (their bits must be these).
+    #[cfg(test)]
+    pub(crate) fn attend_lanes(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+        head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -977,9 +989,9 @@ mod vec_ops {
     }
 
     /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
-    pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+    pub(crate) fn attend(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        head(q, kv, one, widen, round16, out)
+        head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
     }
 
     /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
@@ -2294,9 +2306,20 @@ mod forward_decoder {
         const ATT_TILE: usize = 4;
         let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);
         if n == 1 {
-            return par_chunks_mut(pool, att, hd, &|h, out: &mut [f32]| {
-                let kvs = kv.head(layer, h / g, (pos + 1).saturating_sub(window), pos + 1);
-                attend(&q[h * hd..][..hd], kvs, true, out);
+            // the heads sharing a kv head attend together (its rows widened once for them), in
+            // groups of `per` so that every thread has a group
+            let per = g.div_ceil(pool.threads().div_ceil(c.n_head_kv).min(g));
+            let (mut groups, mut rest) = (Vec::new(), att);
+            for (kh, j) in (0..c.n_head_kv).flat_map(|kh| (0..g).step_by(per).map(move |j| (kh, j))) {
+                let (h0, h1) = (kh * g + j, kh * g + (j + per).min(g));
+                let (o, r) = std::mem::take(&mut rest).split_at_mut((h1 - h0) * hd);
+                groups.push((kh, h0..h1, std::sync::Mutex::new(o)));
+                rest = r;
+            }
+            return pool.run(groups.len(), &|i| {
+                let (kh, hs, o) = &groups[i];
+                let kvs = kv.head(layer, *kh, (pos + 1).saturating_sub(window), pos + 1);
+                attend(&q[hs.start * hd..hs.end * hd], hd, kvs, true, &mut o.lock().unwrap_or_else(|e| e.into_inner()));
             });
         }
         let tiles: Vec<std::sync::Mutex<&mut [f32]>> = att.chunks_mut(ATT_TILE * c.q_dim).map(std::sync::Mutex::new).collect();

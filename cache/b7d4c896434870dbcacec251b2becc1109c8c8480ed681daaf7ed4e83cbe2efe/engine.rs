@@ -963,7 +963,7 @@ mod simd_avx2 {
 }
 pub use simd_avx2::*;
 
-// ==== 5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v1, realization vec_ops/lane+avx2 (ckb) ====
+// ==== 5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v2, realization vec_ops/lane+avx2 (ckb) ====
 mod vec_ops {
     use super::*;
 
@@ -1073,11 +1073,13 @@ mod vec_ops {
     /// `spans[t]` of `(K, V)` (`[positions][hd]` f16 each): softmax(f16(q) · K / sqrt(hd)) · V with
     /// the probabilities rounded to f16, the dots summed in `L` lanes as its f16 matmuls sum them (one
     /// token as ggml_vec_dot_f16, 32 lanes; a batch as tinyBLAS, 8). The rows are widened (exact)
-    /// `KV_BLOCK` at a time once for all the queries, and `kernels` (these lane forms, or faster ones
+    /// `kv_block` (8 L) at a time once for all the queries, and `kernels` (these lane forms, or faster ones
     /// with their bits) take a token's g queries at once.
     #[inline(always)]
     fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
-        const KV_BLOCK: usize = 64;
+        // 8 positions per lane row and block: the accumulate tiles keep a lane row's sums in
+        // registers down its positions of the block
+        let kv_block = 8 * L;
         let nt = spans.len();
         let g = q.len() / (hd * nt).max(1);
         assert!(hd > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
@@ -1090,7 +1092,7 @@ mod vec_ops {
         // llama.cpp's mask pads them.
         let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
         let mut p = vec![f32::NEG_INFINITY; nt * g * w];
-        let mut rows = vec![0.0f32; KV_BLOCK * hd];
+        let mut rows = vec![0.0f32; kv_block * hd];
         // Token t's rows in s..e: (t, rows of the block, its scores' range in p).
         let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)| {
             for (t, sp) in spans.iter().enumerate() {
@@ -1100,8 +1102,8 @@ mod vec_ops {
                 }
             }
         };
-        for s in (lo..hi).step_by(KV_BLOCK) {
-            let e = (s + KV_BLOCK).min(hi);
+        for s in (lo..hi).step_by(kv_block) {
+            let e = (s + kv_block).min(hi);
             widen(&kh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
             each(s, e, &mut |t, r, pr| (kernels.0)(&q[t * g * hd..][..g * hd], hd, &rows[r], scale, &mut p[pr], w));
         }
@@ -1114,8 +1116,8 @@ mod vec_ops {
             (kernels.2)(pj);
         }
         let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..]
-        for s in (lo..hi).step_by(KV_BLOCK) {
-            let e = (s + KV_BLOCK).min(hi);
+        for s in (lo..hi).step_by(kv_block) {
+            let e = (s + kv_block).min(hi);
             widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
             each(s, e, &mut |t, r, pr| {
                 let i0 = pr.start - t * g * w;
@@ -1127,12 +1129,22 @@ mod vec_ops {
         }
     }
 
-    /// One head's attention over all its rows (`heads` with one query): 32 lanes for a single token
-    /// (`one`, ggml_vec_dot_f16), 8 for a batch (tinyBLAS), the lane forms of the inner loops.
+    /// One token's attention over all the rows of a kv head for its queries `q` (`[g][hd]`, the heads
+    /// sharing it; `heads` with one token, the rows widened once for the g): 32 lanes for a single
+    /// token (`one`, ggml_vec_dot_f16; `kernels[0]`), 8 for a batch (tinyBLAS; `kernels[1]`): the lane
+    /// forms of the inner loops, or faster ones with their bits.
     #[inline(always)]
-    fn head(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), round: fn(&mut [f32]), out: &mut [f32]) {
-        let rows = [0..kv.0.len() / q.len()];
-        if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round), out) }
+    fn head(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), kernels: [HeadKernels; 2], out: &mut [f32]) {
+        let rows = [0..kv.0.len() / hd.max(1)];
+        if one { heads::<32>(q, hd, &rows, kv, widen, kernels[0], out) } else { heads::<8>(q, hd, &rows, kv, widen, kernels[1], out) }
+    }
+
+    /// `attend` by the lane forms of the inner loops alone: the gates' reference for the faster
+    /// kernels a realization passes to `head` (their bits must be these).
+    #[cfg(test)]
+    pub(crate) fn attend_lanes(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+        head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -1162,13 +1174,14 @@ mod vec_ops {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn attend_avx2(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-        head(q, kv, one, widen_f16c, round16_f16c, out)
+    unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+        let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round16_f16c);
+        head(q, hd, kv, one, widen_f16c, [k32, (scores8, accumulate_l::<8>, round16_f16c)], out)
     }
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
-        heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate8, round16_f16c), out)
+        heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate_l::<8>, round16_f16c), out)
     }
 
     // Q queries (at q, hd apart) x the n (even) rows at k: p[x * w + i] = dot::<8>(q_x, row i) *
@@ -1215,18 +1228,18 @@ mod vec_ops {
         }
     }
 
-    // Q queries' lane rows (acc, each [8][hd], 8 * hd apart) += their weights (p, w apart) times the
-    // rows of `ng` whole groups of 8 positions at v (position 8 * gi + l in lane l), 16 columns at a
+    // Q queries' lane rows (acc, each [L][hd], L * hd apart) += their weights (p, w apart) times the
+    // rows of `ng` whole groups of L positions at v (position L * gi + l in lane l), 16 columns at a
     // time: per lane the 2Q accumulators stay in registers down every group, and each strip of a row
     // is loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
     // their product exact in f32).
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn accumulate8_tile<const Q: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
+    unsafe fn accumulate_tile<const Q: usize, const L: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
         use std::arch::x86_64::*;
-        for (l, c) in (0..8).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
-            let at = |x: usize, z: usize| acc.add(x * 8 * hd + l * hd + c + 8 * z);
+        for (l, c) in (0..L).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
+            let at = |x: usize, z: usize| acc.add(x * L * hd + l * hd + c + 8 * z);
             let mut r: [[__m256; 2]; Q] = std::array::from_fn(|x| [_mm256_loadu_ps(at(x, 0)), _mm256_loadu_ps(at(x, 1))]);
-            for i in (l..8 * ng).step_by(8) {
+            for i in (l..L * ng).step_by(L) {
                 let vs = [_mm256_loadu_ps(v.add(i * hd + c)), _mm256_loadu_ps(v.add(i * hd + c + 8))];
                 for (x, r) in r.iter_mut().enumerate() {
                     let b = _mm256_set1_ps(*p.add(x * w + i));
@@ -1237,27 +1250,27 @@ mod vec_ops {
         }
     }
 
-    /// `accumulate::<8>` with its bits: the whole groups of 8 positions (lanes 0..8 in order) by
-    /// accumulate8_tile, up to four queries at a time; the positions before the first and after the
+    /// `accumulate::<L>` with its bits: the whole groups of L positions (lanes 0..L in order) by
+    /// accumulate_tile, up to four queries at a time; the positions before the first and after the
     /// last whole group by `accumulate`.
-    fn accumulate8(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
-        let (g, n) = (acc.len() / (8 * hd), v.len() / hd);
-        let g0 = ((8 - i0 % 8) % 8).min(n); // the first position in lane 0
-        let g1 = g0 + (n - g0) / 8 * 8;
+    fn accumulate_l<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
+        let (g, n) = (acc.len() / (L * hd), v.len() / hd);
+        let g0 = ((L - i0 % L) % L).min(n); // the first position in lane 0
+        let g1 = g0 + (n - g0) / L * L;
         if hd % 16 != 0 || g1 == g0 || g == 0 {
-            return accumulate::<8>(acc, hd, p, w, i0, v);
+            return accumulate::<L>(acc, hd, p, w, i0, v);
         }
-        assert!(acc.len() == g * 8 * hd && v.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "{g} queries x {n} rows: weights {} values at stride {w}", p.len());
-        accumulate::<8>(acc, hd, p, w, i0, &v[..g0 * hd]);
-        let tiles = [accumulate8_tile::<1>, accumulate8_tile::<2>, accumulate8_tile::<3>, accumulate8_tile::<4>];
+        assert!(acc.len() == g * L * hd && v.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "{g} queries x {n} rows: weights {} values at stride {w}", p.len());
+        accumulate::<L>(acc, hd, p, w, i0, &v[..g0 * hd]);
+        let tiles = [accumulate_tile::<1, L>, accumulate_tile::<2, L>, accumulate_tile::<3, L>, accumulate_tile::<4, L>];
         for u in (0..g).step_by(4) {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; the
             // loads and stores are of 8 values at columns < hd (a multiple of 16) in the lane rows of
             // queries u.. < g in `acc`, in rows g0..g1 of `v` and at weights x * w + g0 + i <
             // (g - 1) * w + n (all checked above).
-            unsafe { tiles[(g - u).min(4) - 1](acc[u * 8 * hd..].as_mut_ptr(), hd, p[u * w + g0..].as_ptr(), w, v[g0 * hd..].as_ptr(), (g1 - g0) / 8) }
+            unsafe { tiles[(g - u).min(4) - 1](acc[u * L * hd..].as_mut_ptr(), hd, p[u * w + g0..].as_ptr(), w, v[g0 * hd..].as_ptr(), (g1 - g0) / L) }
         }
-        accumulate::<8>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
+        accumulate::<L>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
     }
 
     /// `round16` with F16C, eight values an instruction pair (round to nearest even, as `half`).
@@ -1300,9 +1313,9 @@ mod vec_ops {
     }
 
     /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
-    pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+    pub(crate) fn attend(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-        unsafe { attend_avx2(q, kv, one, out) }
+        unsafe { attend_avx2(q, hd, kv, one, out) }
     }
 
     /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
@@ -3472,9 +3485,20 @@ mod forward_decoder {
         const ATT_TILE: usize = 4;
         let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);
         if n == 1 {
-            return par_chunks_mut(pool, att, hd, &|h, out: &mut [f32]| {
-                let kvs = kv.head(layer, h / g, (pos + 1).saturating_sub(window), pos + 1);
-                attend(&q[h * hd..][..hd], kvs, true, out);
+            // the heads sharing a kv head attend together (its rows widened once for them), in
+            // groups of `per` so that every thread has a group
+            let per = g.div_ceil(pool.threads().div_ceil(c.n_head_kv).min(g));
+            let (mut groups, mut rest) = (Vec::new(), att);
+            for (kh, j) in (0..c.n_head_kv).flat_map(|kh| (0..g).step_by(per).map(move |j| (kh, j))) {
+                let (h0, h1) = (kh * g + j, kh * g + (j + per).min(g));
+                let (o, r) = std::mem::take(&mut rest).split_at_mut((h1 - h0) * hd);
+                groups.push((kh, h0..h1, std::sync::Mutex::new(o)));
+                rest = r;
+            }
+            return pool.run(groups.len(), &|i| {
+                let (kh, hs, o) = &groups[i];
+                let kvs = kv.head(layer, *kh, (pos + 1).saturating_sub(window), pos + 1);
+                attend(&q[hs.start * hd..hs.end * hd], hd, kvs, true, &mut o.lock().unwrap_or_else(|e| e.into_inner()));
             });
         }
         let tiles: Vec<std::sync::Mutex<&mut [f32]>> = att.chunks_mut(ATT_TILE * c.q_dim).map(std::sync::Mutex::new).collect();

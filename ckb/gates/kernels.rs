@@ -30,8 +30,10 @@
 //                     (relative) of f64 exp over [-87, 88]; on committed vectors recorded from
 //                     ggml's own ggml_v_expf / ggml_v_silu (scripts/anchor/ggml-expf-vectors.sh),
 //                     expf and swiglu bitwise; softmax_exp's values and sum in ggml's order;
-//                     attend_many bitwise attend for each of its queries (windowed and full
-//                     spans, head sizes with and without a partial lane group).
+//                     attend_many bitwise the lane forms (attend_lanes) for each of its
+//                     queries, and attend with a token's g queries at once likewise for 32 and
+//                     8 lanes (windowed and full spans, head sizes with and without a partial
+//                     lane group, spans over several row blocks).
 // Each gate prints one line `GATE <id> key=value ...` before asserting.
 
 struct GateRng(u64);
@@ -681,13 +683,15 @@ fn gate_vec_ops() {
             }
         },
     }
-    // attend_many: each query's output has the bits of attend on its own rows (batch form), for
+    // attend_many: each query's output has the bits of the lane forms (attend_lanes) on its own
+    // rows (batch form), for
     // head sizes with and without a partial lane group, 1 to 7 heads per token (the kernels' tiles
     // of up to four queries and their remainders), spans of a causal window (each token's rows
-    // shifted by one, ends unaligned with the lanes and the row blocks) and of a full prefix
+    // shifted by one, ends unaligned with the lanes and the row blocks, spans over several row
+    // blocks of both lane counts) and of a full prefix
     let mut rng = GateRng::new(41);
     let mut attend_cases = 0usize;
-    let shapes = [(64usize, 7usize, 3usize, 150usize, 0usize), (256, 4, 3, 97, 40), (40, 5, 2, 170, 0), (128, 3, 4, 33, 9), (8, 1, 1, 1, 0), (36, 2, 4, 21, 0), (24, 6, 2, 75, 30)];
+    let shapes = [(64usize, 7usize, 3usize, 150usize, 0usize), (256, 4, 3, 97, 40), (40, 5, 2, 170, 0), (128, 3, 4, 33, 9), (8, 1, 1, 1, 0), (36, 2, 4, 21, 0), (24, 6, 2, 75, 30), (64, 4, 2, 600, 0), (32, 3, 2, 530, 300)];
     for (hd, g, nt, rows_n, window) in shapes {
         let to16 = |v: f32| rt::half::f16::from_f32(v);
         let (k, v): (Vec<rt::half::f16>, Vec<rt::half::f16>) = (0..rows_n * hd).map(|_| (to16(rng.normal()), to16(rng.normal()))).unzip();
@@ -703,10 +707,27 @@ fn gate_vec_ops() {
         for j in 0..nt * g {
             let sp = &spans[j / g];
             let mut want = vec![0.0f32; hd];
-            attend(&q[j * hd..][..hd], (&k[sp.start * hd..sp.end * hd], &v[sp.start * hd..sp.end * hd]), false, &mut want);
+            attend_lanes(&q[j * hd..][..hd], hd, (&k[sp.start * hd..sp.end * hd], &v[sp.start * hd..sp.end * hd]), false, &mut want);
             attend_cases += 1;
             if want.iter().zip(&out[j * hd..][..hd]).any(|(a, b)| a.to_bits() != b.to_bits()) {
                 failures.push(format!("attend_many: hd {hd}, query {} of token {} over rows {sp:?} differs from attend", j % g, j / g));
+            }
+        }
+        // attend with the g queries of the last token at once (decode: the rows widened once
+        // for the heads sharing them, the realization's kernels): each query bitwise the lane
+        // forms alone (attend_lanes), for both lane counts
+        let (qt, sp) = (&q[(nt - 1) * g * hd..], &spans[nt - 1]);
+        let kv = (&k[sp.start * hd..sp.end * hd], &v[sp.start * hd..sp.end * hd]);
+        for one in [true, false] {
+            let mut all = vec![0.0f32; g * hd];
+            attend(qt, hd, kv, one, &mut all);
+            for u in 0..g {
+                let mut want = vec![0.0f32; hd];
+                attend_lanes(&qt[u * hd..][..hd], hd, kv, one, &mut want);
+                attend_cases += 1;
+                if want.iter().zip(&all[u * hd..][..hd]).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                    failures.push(format!("attend: hd {hd}, query {u} of {g} (one = {one}) differs from the lane forms"));
+                }
             }
         }
     }

@@ -311,9 +311,20 @@ fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize,
     const ATT_TILE: usize = 4;
     let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);
     if n == 1 {
-        return par_chunks_mut(pool, att, hd, &|h, out: &mut [f32]| {
-            let kvs = kv.head(layer, h / g, (pos + 1).saturating_sub(window), pos + 1);
-            attend(&q[h * hd..][..hd], kvs, true, out);
+        // the heads sharing a kv head attend together (its rows widened once for them), in
+        // groups of `per` so that every thread has a group
+        let per = g.div_ceil(pool.threads().div_ceil(c.n_head_kv).min(g));
+        let (mut groups, mut rest) = (Vec::new(), att);
+        for (kh, j) in (0..c.n_head_kv).flat_map(|kh| (0..g).step_by(per).map(move |j| (kh, j))) {
+            let (h0, h1) = (kh * g + j, kh * g + (j + per).min(g));
+            let (o, r) = std::mem::take(&mut rest).split_at_mut((h1 - h0) * hd);
+            groups.push((kh, h0..h1, std::sync::Mutex::new(o)));
+            rest = r;
+        }
+        return pool.run(groups.len(), &|i| {
+            let (kh, hs, o) = &groups[i];
+            let kvs = kv.head(layer, *kh, (pos + 1).saturating_sub(window), pos + 1);
+            attend(&q[hs.start * hd..hs.end * hd], hd, kvs, true, &mut o.lock().unwrap_or_else(|e| e.into_inner()));
         });
     }
     let tiles: Vec<std::sync::Mutex<&mut [f32]>> = att.chunks_mut(ATT_TILE * c.q_dim).map(std::sync::Mutex::new).collect();

@@ -6,13 +6,14 @@ unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_avx2(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-    head(q, kv, one, widen_f16c, round16_f16c, out)
+unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+    let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round16_f16c);
+    head(q, hd, kv, one, widen_f16c, [k32, (scores8, accumulate_l::<8>, round16_f16c)], out)
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
-    heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate8, round16_f16c), out)
+    heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate_l::<8>, round16_f16c), out)
 }
 
 // Q queries (at q, hd apart) x the n (even) rows at k: p[x * w + i] = dot::<8>(q_x, row i) *
@@ -59,18 +60,18 @@ fn scores8(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usi
     }
 }
 
-// Q queries' lane rows (acc, each [8][hd], 8 * hd apart) += their weights (p, w apart) times the
-// rows of `ng` whole groups of 8 positions at v (position 8 * gi + l in lane l), 16 columns at a
+// Q queries' lane rows (acc, each [L][hd], L * hd apart) += their weights (p, w apart) times the
+// rows of `ng` whole groups of L positions at v (position L * gi + l in lane l), 16 columns at a
 // time: per lane the 2Q accumulators stay in registers down every group, and each strip of a row
 // is loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
 // their product exact in f32).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn accumulate8_tile<const Q: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
+unsafe fn accumulate_tile<const Q: usize, const L: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
     use std::arch::x86_64::*;
-    for (l, c) in (0..8).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
-        let at = |x: usize, z: usize| acc.add(x * 8 * hd + l * hd + c + 8 * z);
+    for (l, c) in (0..L).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
+        let at = |x: usize, z: usize| acc.add(x * L * hd + l * hd + c + 8 * z);
         let mut r: [[__m256; 2]; Q] = std::array::from_fn(|x| [_mm256_loadu_ps(at(x, 0)), _mm256_loadu_ps(at(x, 1))]);
-        for i in (l..8 * ng).step_by(8) {
+        for i in (l..L * ng).step_by(L) {
             let vs = [_mm256_loadu_ps(v.add(i * hd + c)), _mm256_loadu_ps(v.add(i * hd + c + 8))];
             for (x, r) in r.iter_mut().enumerate() {
                 let b = _mm256_set1_ps(*p.add(x * w + i));
@@ -81,27 +82,27 @@ unsafe fn accumulate8_tile<const Q: usize>(acc: *mut f32, hd: usize, p: *const f
     }
 }
 
-/// `accumulate::<8>` with its bits: the whole groups of 8 positions (lanes 0..8 in order) by
-/// accumulate8_tile, up to four queries at a time; the positions before the first and after the
+/// `accumulate::<L>` with its bits: the whole groups of L positions (lanes 0..L in order) by
+/// accumulate_tile, up to four queries at a time; the positions before the first and after the
 /// last whole group by `accumulate`.
-fn accumulate8(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
-    let (g, n) = (acc.len() / (8 * hd), v.len() / hd);
-    let g0 = ((8 - i0 % 8) % 8).min(n); // the first position in lane 0
-    let g1 = g0 + (n - g0) / 8 * 8;
+fn accumulate_l<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i0: usize, v: &[f32]) {
+    let (g, n) = (acc.len() / (L * hd), v.len() / hd);
+    let g0 = ((L - i0 % L) % L).min(n); // the first position in lane 0
+    let g1 = g0 + (n - g0) / L * L;
     if hd % 16 != 0 || g1 == g0 || g == 0 {
-        return accumulate::<8>(acc, hd, p, w, i0, v);
+        return accumulate::<L>(acc, hd, p, w, i0, v);
     }
-    assert!(acc.len() == g * 8 * hd && v.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "{g} queries x {n} rows: weights {} values at stride {w}", p.len());
-    accumulate::<8>(acc, hd, p, w, i0, &v[..g0 * hd]);
-    let tiles = [accumulate8_tile::<1>, accumulate8_tile::<2>, accumulate8_tile::<3>, accumulate8_tile::<4>];
+    assert!(acc.len() == g * L * hd && v.len() == n * hd && p.len() >= (g - 1) * w + n && w >= n, "{g} queries x {n} rows: weights {} values at stride {w}", p.len());
+    accumulate::<L>(acc, hd, p, w, i0, &v[..g0 * hd]);
+    let tiles = [accumulate_tile::<1, L>, accumulate_tile::<2, L>, accumulate_tile::<3, L>, accumulate_tile::<4, L>];
     for u in (0..g).step_by(4) {
         // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded; the
         // loads and stores are of 8 values at columns < hd (a multiple of 16) in the lane rows of
         // queries u.. < g in `acc`, in rows g0..g1 of `v` and at weights x * w + g0 + i <
         // (g - 1) * w + n (all checked above).
-        unsafe { tiles[(g - u).min(4) - 1](acc[u * 8 * hd..].as_mut_ptr(), hd, p[u * w + g0..].as_ptr(), w, v[g0 * hd..].as_ptr(), (g1 - g0) / 8) }
+        unsafe { tiles[(g - u).min(4) - 1](acc[u * L * hd..].as_mut_ptr(), hd, p[u * w + g0..].as_ptr(), w, v[g0 * hd..].as_ptr(), (g1 - g0) / L) }
     }
-    accumulate::<8>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
+    accumulate::<L>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
 }
 
 /// `round16` with F16C, eight values an instruction pair (round to nearest even, as `half`).
@@ -144,9 +145,9 @@ pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
 }
 
 /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
-pub(crate) fn attend(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+pub(crate) fn attend(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
     // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-    unsafe { attend_avx2(q, kv, one, out) }
+    unsafe { attend_avx2(q, hd, kv, one, out) }
 }
 
 /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's

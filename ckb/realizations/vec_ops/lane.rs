@@ -104,11 +104,13 @@ fn accumulate<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize, i
 /// `spans[t]` of `(K, V)` (`[positions][hd]` f16 each): softmax(f16(q) · K / sqrt(hd)) · V with
 /// the probabilities rounded to f16, the dots summed in `L` lanes as its f16 matmuls sum them (one
 /// token as ggml_vec_dot_f16, 32 lanes; a batch as tinyBLAS, 8). The rows are widened (exact)
-/// `KV_BLOCK` at a time once for all the queries, and `kernels` (these lane forms, or faster ones
+/// `kv_block` (8 L) at a time once for all the queries, and `kernels` (these lane forms, or faster ones
 /// with their bits) take a token's g queries at once.
 #[inline(always)]
 fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), widen: fn(&[rt::half::f16], &mut [f32]), kernels: HeadKernels, out: &mut [f32]) {
-    const KV_BLOCK: usize = 64;
+    // 8 positions per lane row and block: the accumulate tiles keep a lane row's sums in
+    // registers down its positions of the block
+    let kv_block = 8 * L;
     let nt = spans.len();
     let g = q.len() / (hd * nt).max(1);
     assert!(hd > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
@@ -121,7 +123,7 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
     // llama.cpp's mask pads them.
     let w = spans.iter().map(|s| s.len().div_ceil(32) * 32).max().unwrap_or(0);
     let mut p = vec![f32::NEG_INFINITY; nt * g * w];
-    let mut rows = vec![0.0f32; KV_BLOCK * hd];
+    let mut rows = vec![0.0f32; kv_block * hd];
     // Token t's rows in s..e: (t, rows of the block, its scores' range in p).
     let each = |s: usize, e: usize, f: &mut dyn FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)| {
         for (t, sp) in spans.iter().enumerate() {
@@ -131,8 +133,8 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
             }
         }
     };
-    for s in (lo..hi).step_by(KV_BLOCK) {
-        let e = (s + KV_BLOCK).min(hi);
+    for s in (lo..hi).step_by(kv_block) {
+        let e = (s + kv_block).min(hi);
         widen(&kh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
         each(s, e, &mut |t, r, pr| (kernels.0)(&q[t * g * hd..][..g * hd], hd, &rows[r], scale, &mut p[pr], w));
     }
@@ -145,8 +147,8 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
         (kernels.2)(pj);
     }
     let mut acc = vec![0.0f32; nt * g * L * hd]; // query j's lane rows at acc[j * L * hd..]
-    for s in (lo..hi).step_by(KV_BLOCK) {
-        let e = (s + KV_BLOCK).min(hi);
+    for s in (lo..hi).step_by(kv_block) {
+        let e = (s + kv_block).min(hi);
         widen(&vh[s * hd..e * hd], &mut rows[..(e - s) * hd]);
         each(s, e, &mut |t, r, pr| {
             let i0 = pr.start - t * g * w;
@@ -158,12 +160,22 @@ fn heads<const L: usize>(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>],
     }
 }
 
-/// One head's attention over all its rows (`heads` with one query): 32 lanes for a single token
-/// (`one`, ggml_vec_dot_f16), 8 for a batch (tinyBLAS), the lane forms of the inner loops.
+/// One token's attention over all the rows of a kv head for its queries `q` (`[g][hd]`, the heads
+/// sharing it; `heads` with one token, the rows widened once for the g): 32 lanes for a single
+/// token (`one`, ggml_vec_dot_f16; `kernels[0]`), 8 for a batch (tinyBLAS; `kernels[1]`): the lane
+/// forms of the inner loops, or faster ones with their bits.
 #[inline(always)]
-fn head(q: &[f32], kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), round: fn(&mut [f32]), out: &mut [f32]) {
-    let rows = [0..kv.0.len() / q.len()];
-    if one { heads::<32>(q, q.len(), &rows, kv, widen, (scores::<32>, accumulate::<32>, round), out) } else { heads::<8>(q, q.len(), &rows, kv, widen, (scores::<8>, accumulate::<8>, round), out) }
+fn head(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, widen: fn(&[rt::half::f16], &mut [f32]), kernels: [HeadKernels; 2], out: &mut [f32]) {
+    let rows = [0..kv.0.len() / hd.max(1)];
+    if one { heads::<32>(q, hd, &rows, kv, widen, kernels[0], out) } else { heads::<8>(q, hd, &rows, kv, widen, kernels[1], out) }
+}
+
+/// `attend` by the lane forms of the inner loops alone: the gates' reference for the faster
+/// kernels a realization passes to `head` (their bits must be these).
+#[cfg(test)]
+pub(crate) fn attend_lanes(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
+    let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+    head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
 }
 
 /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,

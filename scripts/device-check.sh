@@ -91,7 +91,7 @@ print(n)' "$cpu" "$gpu")
 QWEN_ENGINES="sm_90 sm_89 sm_80 sm_90+--no-cuda-graph"
 if want tiny; then
     compare "$FIX/tiny-qwen2.gguf" 24 "$QWEN_ENGINES" "Hello world" "The quick brown fox"
-    compare "$FIX/tiny-qwen2-awq" 24 "sm_90 sm_89 sm_80 sm_90+--no-cuda-graph" "Hello world"
+    compare "$FIX/tiny-qwen2-awq" 24 "$QWEN_ENGINES" "Hello world"
     compare "$FIX/tiny-llama.gguf" 24 "sm_89 sm_89+--no-cuda-graph" "Hello world" "The quick brown fox"
 fi
 if want real; then

@@ -857,6 +857,10 @@ mod vec_ops {
     /// The inner loops of `heads`: `scores`, `accumulate` and `round16` (their signatures).
     type HeadKernels = (fn(&[f32], usize, &[f32], f32, &mut [f32], usize), fn(&mut [f32], usize, &[f32], usize, usize, &[f32]), fn(&mut [f32]));
 
+    /// The lane forms of the inner loops for one token (32 lanes) and for a batch (8): `head`'s
+    /// kernels in the scalar realization, and the gates' reference (`attend_lanes`).
+    const LANE_FORMS: [HeadKernels; 2] = [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)];
+
     /// `x = f32(f16(x))` (round to nearest even), value by value.
     #[inline(always)]
     fn round16(x: &mut [f32]) {
@@ -961,7 +965,7 @@ mod vec_ops {
     #[cfg(test)]
     pub(crate) fn attend_lanes(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
+        head(q, hd, kv, one, widen, LANE_FORMS, out)
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -991,14 +995,14 @@ mod vec_ops {
     /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
     pub(crate) fn attend(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
+        head(q, hd, kv, one, widen, LANE_FORMS, out)
     }
 
     /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
     /// g queries over rows `spans[t]`; each query's output bitwise `attend(q, its rows, false, ..)`.
     pub(crate) fn attend_many(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
         let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        heads::<8>(q, hd, spans, kv, widen, (scores::<8>, accumulate::<8>, round16), out)
+        heads::<8>(q, hd, spans, kv, widen, LANE_FORMS[1], out)
     }
 }
 pub use vec_ops::*;

@@ -828,7 +828,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v3, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v4, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
@@ -871,6 +871,18 @@ mod simd_avx2 {
             out[k] = hsum_f32x8(acc[k]);
         }
         out
+    }
+
+    // An 8-row tile's four token accumulators (lane r of acc[t]: row r, token t) as [row][token].
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn rows8x4(acc: [__m256; 4]) -> [[f32; 4]; 8] {
+        let mut lanes = [[0f32; 8]; 4]; // [token][row]
+        for (l, a) in lanes.iter_mut().zip(acc) {
+            _mm256_storeu_ps(l.as_mut_ptr(), a);
+        }
+        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
     }
 
     // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
@@ -1040,6 +1052,10 @@ mod vec_ops {
     /// The inner loops of `heads`: `scores`, `accumulate` and `round16` (their signatures).
     type HeadKernels = (fn(&[f32], usize, &[f32], f32, &mut [f32], usize), fn(&mut [f32], usize, &[f32], usize, usize, &[f32]), fn(&mut [f32]));
 
+    /// The lane forms of the inner loops for one token (32 lanes) and for a batch (8): `head`'s
+    /// kernels in the scalar realization, and the gates' reference (`attend_lanes`).
+    const LANE_FORMS: [HeadKernels; 2] = [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)];
+
     /// `x = f32(f16(x))` (round to nearest even), value by value.
     #[inline(always)]
     fn round16(x: &mut [f32]) {
@@ -1144,7 +1160,7 @@ mod vec_ops {
     #[cfg(test)]
     pub(crate) fn attend_lanes(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
+        head(q, hd, kv, one, widen, LANE_FORMS, out)
     }
 
     /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,
@@ -1578,11 +1594,7 @@ mod dot_q4_k {
                 }
             }
         }
-        let mut lanes = [[0f32; 8]; 4]; // [token][row]
-        for t in 0..4 {
-            _mm256_storeu_ps(lanes[t].as_mut_ptr(), _mm256_sub_ps(acc[t], acc_m[t]));
-        }
-        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
+        rows8x4(std::array::from_fn(|t| _mm256_sub_ps(acc[t], acc_m[t])))
     }
 
     // AVX2 Q4_K x Q8_K dot with the float operation order of llama.cpp's AVX2 path for Q4_K weights
@@ -1803,11 +1815,7 @@ mod dot_q5_0 {
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), dd, acc[t]);
             }
         }
-        let mut lanes = [[0f32; 8]; 4]; // [token][row]
-        for (l, a) in lanes.iter_mut().zip(acc) {
-            _mm256_storeu_ps(l.as_mut_ptr(), a);
-        }
-        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
+        rows8x4(acc)
     }
 
     // AVX2 Q5_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q5_0_q8_0: nibbles are
@@ -2055,11 +2063,7 @@ mod dot_q6_k {
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), _mm256_mul_ps(dw, _mm256_set1_ps(y[t].d)), acc[t]);
             }
         }
-        let mut lanes = [[0f32; 8]; 4]; // [token][row]
-        for (l, a) in lanes.iter_mut().zip(acc) {
-            _mm256_storeu_ps(l.as_mut_ptr(), a);
-        }
-        std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
+        rows8x4(acc)
     }
 
     // AVX2 Q6_K x Q8_K dot, the operation order of ggml's current AVX2 ggml_vec_dot_q6_K_q8_K: per

@@ -105,9 +105,5 @@ pub(crate) unsafe fn dot8x4_q4_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4
             }
         }
     }
-    let mut lanes = [[0f32; 8]; 4]; // [token][row]
-    for t in 0..4 {
-        _mm256_storeu_ps(lanes[t].as_mut_ptr(), _mm256_sub_ps(acc[t], acc_m[t]));
-    }
-    std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
+    rows8x4(std::array::from_fn(|t| _mm256_sub_ps(acc[t], acc_m[t])))
 }

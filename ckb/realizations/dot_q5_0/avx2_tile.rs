@@ -69,9 +69,5 @@ pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), dd, acc[t]);
         }
     }
-    let mut lanes = [[0f32; 8]; 4]; // [token][row]
-    for (l, a) in lanes.iter_mut().zip(acc) {
-        _mm256_storeu_ps(l.as_mut_ptr(), a);
-    }
-    std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
+    rows8x4(acc)
 }

@@ -39,6 +39,18 @@ pub(crate) unsafe fn hsum_f32x8_rows<const N: usize>(acc: [__m256; N]) -> [f32; 
     out
 }
 
+// An 8-row tile's four token accumulators (lane r of acc[t]: row r, token t) as [row][token].
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn rows8x4(acc: [__m256; 4]) -> [[f32; 4]; 8] {
+    let mut lanes = [[0f32; 8]; 4]; // [token][row]
+    for (l, a) in lanes.iter_mut().zip(acc) {
+        _mm256_storeu_ps(l.as_mut_ptr(), a);
+    }
+    std::array::from_fn(|r| std::array::from_fn(|t| lanes[t][r]))
+}
+
 // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
 #[cfg(target_arch = "x86_64")]
 #[inline]

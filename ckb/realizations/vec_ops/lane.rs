@@ -71,6 +71,10 @@ fn dot<const L: usize>(a: &[f32], b: &[f32]) -> f32 {
 /// The inner loops of `heads`: `scores`, `accumulate` and `round16` (their signatures).
 type HeadKernels = (fn(&[f32], usize, &[f32], f32, &mut [f32], usize), fn(&mut [f32], usize, &[f32], usize, usize, &[f32]), fn(&mut [f32]));
 
+/// The lane forms of the inner loops for one token (32 lanes) and for a batch (8): `head`'s
+/// kernels in the scalar realization, and the gates' reference (`attend_lanes`).
+const LANE_FORMS: [HeadKernels; 2] = [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)];
+
 /// `x = f32(f16(x))` (round to nearest even), value by value.
 #[inline(always)]
 fn round16(x: &mut [f32]) {
@@ -175,7 +179,7 @@ fn head(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: boo
 #[cfg(test)]
 pub(crate) fn attend_lanes(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
     let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-    head(q, hd, kv, one, widen, [(scores::<32>, accumulate::<32>, round16), (scores::<8>, accumulate::<8>, round16)], out)
+    head(q, hd, kv, one, widen, LANE_FORMS, out)
 }
 
 /// Folds the `L` lane rows of `acc` (`[L][hd]`) into row 0 as llama.cpp folds its f16 dots' lanes,

@@ -55,6 +55,8 @@ mod header {
     pub(crate) const KERNELS_CUDA_ENTRIES: &[&str] = &["gemv_f32", "gemm_f32", "get_rows_f32", "gemv_f16", "gemm_f16", "get_rows_f16", "gemv_q8_0", "gemm_q8_0", "get_rows_q8_0", "gemv_q4_1", "gemm_q4_1", "get_rows_q4_1", "gemv_q5_0", "gemm_q5_0", "get_rows_q5_0", "gemv_q4_k", "gemm_q4_k", "get_rows_q4_k", "gemv_q6_k", "gemm_q6_k", "get_rows_q6_k", "gemv_awq_int4", "gemm_awq_int4", "get_rows_awq_int4", "gemv_awq", "gemm_awq", "rmsnorm_f32", "rope_neox_f32", "rope_norm_f32", "kv_append_f16", "attention_f16kv", "swiglu_f32", "add_f32", "argmax_f32", "sample_topk_f32"];
     /// Context the KV cache is sized for, when the constraints fix it.
     pub(crate) const MAX_SEQ: Option<usize> = None;
+    /// Sequences the server runs at once (the constraints' `batch`; one KV slot each).
+    pub(crate) const BATCH_SEQS: usize = 1;
     /// Exact dims of the preset this engine was generated for (`None`: read from the file).
     pub(crate) const PRESET_NAME: &str = "";
     pub(crate) const PRESET: Option<Config> = None;
@@ -1396,7 +1398,7 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cuda (ckb) ====
+// ==== 12. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v2, realization forward_decoder/cuda (ckb) ====
 mod forward_decoder {
     use super::*;
 
@@ -2615,16 +2617,20 @@ mod generate {
     // Generation: prefill reusing the KV cache, then sample / forward per token, streaming UTF-8-safe text.
 
     /// Turns token bytes into text pieces: UTF-8 across token boundaries, stop strings.
-    struct GenTextStream<'a> {
-        stop: &'a [String],
+    pub(crate) struct GenTextStream {
+        stop: Vec<String>,
         pending: Vec<u8>, // [< 4] bytes of an incomplete UTF-8 character
         held: String,     // decoded text not handed out yet (it could begin a stop string)
-        stopped: bool,    // a stop string was found: nothing more is handed out
+        pub(crate) stopped: bool, // a stop string was found: nothing more is handed out
     }
 
-    impl GenTextStream<'_> {
+    impl GenTextStream {
+        pub(crate) fn new(stop: &[String]) -> GenTextStream {
+            GenTextStream { stop: stop.to_vec(), pending: Vec::new(), held: String::new(), stopped: false }
+        }
+
         /// Appends a token's bytes; returns the text that can be handed out now.
-        fn push(&mut self, bytes: &[u8]) -> String {
+        pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
             self.pending.extend_from_slice(bytes);
             let mut start = 0;
             loop {
@@ -2643,7 +2649,7 @@ mod generate {
         }
 
         /// End of generation: the incomplete tail becomes U+FFFD, held-back text is released.
-        fn finish(&mut self) -> String {
+        pub(crate) fn finish(&mut self) -> String {
             self.held.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.pending)));
             self.take(true)
         }
@@ -2680,12 +2686,7 @@ mod generate {
         /// asks for it and the text does not start with it, encode (special tokens parsed), generate_ids.
         pub fn stream(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool)
             -> rt::Result<(String, rt::Stats)> {
-            let has_bos = |b: u32| {
-                let t = self.tok.decode(&[b]);
-                !t.is_empty() && prompt.starts_with(&t)
-            };
-            let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
-            let ids: Vec<u32> = bos.into_iter().chain(self.tok.encode(prompt, true)).collect();
+            let ids = self.prompt_ids(prompt);
             let mut text = String::new();
             let (_, stats) = self.generate_ids(&ids, p, &mut |_, piece| {
                 if piece.is_empty() {
@@ -2695,6 +2696,17 @@ mod generate {
                 on_text(piece)
             })?;
             Ok((text, stats))
+        }
+
+        /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
+        /// text does not start with it, then the text (special tokens parsed).
+        pub(crate) fn prompt_ids(&self, prompt: &str) -> Vec<u32> {
+            let has_bos = |b: u32| {
+                let t = self.tok.decode(&[b]);
+                !t.is_empty() && prompt.starts_with(&t)
+            };
+            let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
+            bos.into_iter().chain(self.tok.encode(prompt, true)).collect()
         }
 
         /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
@@ -2727,7 +2739,7 @@ mod generate {
 
             let t1 = std::time::Instant::now();
             let mut ids: Vec<u32> = prompt_ids.to_vec(); // prompt + generated (the penalty looks at both)
-            let mut stream = GenTextStream { stop: &p.stop, pending: Vec::new(), held: String::new(), stopped: false };
+            let mut stream = GenTextStream::new(&p.stop);
             let mut finish = rt::FinishReason::Length;
             for step in 0..p.max_tokens {
                 if p.stop_at_eos && self.tok.is_eog(id) {
@@ -2777,27 +2789,29 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 17. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v1, realization server_openai/backend (ckb) ====
+// ==== 17. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v2, realization server_openai/backend (ckb) ====
 mod server_openai {
     use super::*;
 
     // The engine behind metainfer::rt::server: the HTTP side (routes, SSE, limits, 429s,
     // cancellation on disconnect) is shared runtime code; this section maps its calls onto the
-    // engine. One engine has one KV cache, so the server runs one generation at a time.
+    // engine. One engine has one KV cache, so the server runs one generation at a time (behind the
+    // backend's lock; the connection threads call it concurrently).
 
     impl Engine {
         /// Prompt tokens as `stream` evaluates them: BOS when the model file asks for it.
-        fn server_count(&self, text: &str) -> usize {
-            let bos = self.tok.bos_id().filter(|&b| {
-                let t = self.tok.decode(&[b]);
-                self.tok.add_bos() && !(!t.is_empty() && text.starts_with(&t))
-            });
-            bos.iter().count() + self.tok.encode(text, true).len()
+        pub(crate) fn server_count(&self, text: &str) -> usize {
+            self.prompt_ids(text).len()
         }
 
         /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving.
         pub fn server(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<rt::server::Server> {
-            rt::server::Server::bind(addr, self, cfg)
+            rt::server::Server::bind(addr, SerialBackend(std::sync::Mutex::new(self)), cfg)
+        }
+
+        /// Requests the server runs at once (one: the engine has one KV cache).
+        pub fn server_slots(&self) -> usize {
+            1
         }
 
         /// Serves the OpenAI-compatible API on `addr` until the process ends.
@@ -2806,30 +2820,40 @@ mod server_openai {
         }
     }
 
-    impl rt::server::Backend for Engine {
+    /// The engine as the server's backend, one request at a time.
+    pub struct SerialBackend(std::sync::Mutex<Engine>);
+
+    impl SerialBackend {
+        fn engine(&self) -> std::sync::MutexGuard<'_, Engine> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+
+    impl rt::server::Backend for SerialBackend {
         fn model_id(&self) -> String {
             format!("metainfer-{}", &ENGINE_KEY[..12])
         }
 
         fn max_seq(&self) -> usize {
-            Engine::max_seq(self)
+            self.engine().max_seq()
         }
 
         fn count_tokens(&self, text: &str) -> usize {
-            self.server_count(text)
+            self.engine().server_count(text)
         }
 
-        fn complete(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            self.stream(prompt, p, on_text)
+        fn complete(&self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            self.engine().stream(prompt, p, on_text)
         }
 
-        fn chat(&mut self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            Engine::chat(self, messages, p, on_text)
+        fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            self.engine().chat(messages, p, on_text)
         }
 
         fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-            let prompt = self.render_chat(messages, true).ok()?;
-            Some(self.server_count(&prompt))
+            let e = self.engine();
+            let prompt = e.render_chat(messages, true).ok()?;
+            Some(e.server_count(&prompt))
         }
     }
 }

@@ -32,7 +32,7 @@
 //   17. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
 //   18. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
 //   19. Generation and streaming (generate/stream)
-//   20. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/backend)
+//   20. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/batched)
 
 // ==== 1. Constants and configuration — generated from the plan ====
 mod header {
@@ -52,6 +52,8 @@ mod header {
     pub(crate) const MODEL_FORMAT: &str = "gguf";
     /// Context the KV cache is sized for, when the constraints fix it.
     pub(crate) const MAX_SEQ: Option<usize> = None;
+    /// Sequences the server runs at once (the constraints' `batch`; one KV slot each).
+    pub(crate) const BATCH_SEQS: usize = 1;
     /// Exact dims of the preset this engine was generated for (`None`: read from the file).
     pub(crate) const PRESET_NAME: &str = "";
     pub(crate) const PRESET: Option<Config> = None;
@@ -1609,7 +1611,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 12. Thread pool, matrix-vector and batched matrix products — contract matvec v3, realization matvec/threaded (ckb) ====
+// ==== 12. Thread pool, matrix-vector and batched matrix products — contract matvec v4, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -1953,6 +1955,20 @@ mod matvec {
     /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
     /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
     pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+        matmul_in(pool, w, xs, out, false);
+    }
+
+    /// matmul with every token through the four-token (or tiled) kernel: the tokens padded to a
+    /// multiple of four by repeating the last one (the padding's values are not kept), so that each
+    /// token's values are those of its own four-token lane whatever the others are: out[t][r] ==
+    /// dot_row4(w.ty, row r, [.., xs[t], ..])[lane of t] (or dot_dec's) for every t, bit for bit. For
+    /// several sequences decoding together (a token each): the weights read once for all, and a
+    /// sequence's values independent of which others share the step.
+    pub(crate) fn matmul_toks(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+        matmul_in(pool, w, xs, out, true);
+    }
+
+    fn matmul_in(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32], pad: bool) {
         w.check();
         let rows = w.rows;
         let n_tok = xs.len();
@@ -1974,8 +1990,10 @@ mod matvec {
             let r0 = task * chunk;
             let r1 = (r0 + chunk).min(rows);
             // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
-            // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
-            let n4 = n_tok - n_tok % 4;
+            // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv); or,
+            // padded, every token in a group of four.
+            let n4 = if pad { n_tok.div_ceil(4) * 4 } else { n_tok - n_tok % 4 };
+            let x_at = |t: usize| &xs[t.min(n_tok - 1)];
             // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
             let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
             let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
@@ -1992,7 +2010,7 @@ mod matvec {
                     }
                 }
                 for t0 in (0..n4).step_by(4) {
-                    let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
+                    let g = [x_at(t0), x_at(t0 + 1), x_at(t0 + 2), x_at(t0 + 3)];
                     let mut r = tr;
                     while r < te {
                         // Rows r .. r + tile_n (or to the tile's end) through the tiled kernel, else row
@@ -2006,7 +2024,7 @@ mod matvec {
                             (1, v)
                         };
                         for (i, vi) in v.iter().take(n).enumerate() {
-                            for (k, &vk) in vi.iter().enumerate() {
+                            for (k, &vk) in vi.iter().enumerate().take(n_tok - t0) {
                                 // SAFETY: element (t0 + k, r + i) belongs to this task only (r + i in r0..r1).
                                 unsafe { *o.0.add((t0 + k) * rows + r + i) = vk };
                             }
@@ -2393,7 +2411,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v1, realization forward_decoder/cpu (ckb) ====
+// ==== 15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v2, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 
@@ -2409,7 +2427,14 @@ mod forward_decoder {
         pub(crate) tok: Tokenizer,                  // from the file's tokenizer.ggml.* keys
         pub(crate) template: Option<ChatTemplate>,  // tokenizer.chat_template, when present
         pub(crate) history: Vec<u32>,               // [n_past] tokens whose K/V are in `kv`
+        pub(crate) slots: Vec<(KvCache, Vec<u32>)>, // KV slots 1.. of `step` (slot 0: kv, history), made on first use
     }
+
+    /// Most KV slots (sequences) `Engine::step` serves at once.
+    pub const MAX_SLOTS: usize = 64;
+
+    /// One sequence's part of an [`Engine::step`] (rt::Work; slot 0 is the one `forward` uses).
+    pub use rt::Work;
 
     impl Engine {
         /// Maps and validates the model file, checks that it is what this engine was generated for,
@@ -2442,6 +2467,7 @@ mod forward_decoder {
                 tok,
                 template,
                 history: Vec::new(),
+                slots: Vec::new(),
             })
         }
 
@@ -2465,16 +2491,73 @@ mod forward_decoder {
             &self.tok
         }
 
-        /// Forgets the KV cache.
+        /// Forgets the KV cache (every slot).
         pub fn reset(&mut self) {
             self.history.clear();
+            self.slots.iter_mut().for_each(|s| s.1.clear());
+        }
+
+        /// The token ids whose keys and values KV slot `slot` holds.
+        pub fn cached(&self, slot: usize) -> &[u32] {
+            match slot {
+                0 => &self.history,
+                s => self.slots.get(s - 1).map_or(&[], |s| &s.1),
+            }
+        }
+
+        /// One step over several sequences, each in its own KV slot (at most `MAX_SLOTS`, each at most
+        /// once, all tokens together at most `BATCH`); returns the logits of each work's last token,
+        /// `[work.len()][n_vocab]`. A step of one work computes exactly what `forward` does. A step of
+        /// several sends all their tokens through the weights together, each row read once for all,
+        /// every token by the four-token kernels (matmul_toks: its values do not depend on the other
+        /// tokens nor on its lane), attention per work on its slot: so a work's values are bitwise
+        /// the same whichever others share the step (and within the four-token kernels' tolerance
+        /// of `forward`'s).
+        pub fn step(&mut self, work: &[Work]) -> rt::Result<&mut [f32]> {
+            let n: usize = work.iter().map(|w| w.tokens.len()).sum();
+            if work.is_empty() || n > BATCH {
+                return Err(rt::Error::Params(format!("a step takes 1 to {BATCH} tokens, not {n}")));
+            }
+            for (i, wk) in work.iter().enumerate() {
+                if wk.slot >= MAX_SLOTS || work[..i].iter().any(|o| o.slot == wk.slot) {
+                    return Err(rt::Error::Params(format!("slot {} is out of range (0..{MAX_SLOTS}) or given twice", wk.slot)));
+                }
+                self.check(wk.tokens, wk.pos, self.cached(wk.slot).len())?;
+            }
+            while work.iter().any(|w| w.slot > self.slots.len()) {
+                self.slots.push((KvCache::new(&self.cfg, self.kv.max_seq), Vec::new()));
+            }
+            self.batch(work, true, None, work.len() > 1);
+            for wk in work {
+                let h = if wk.slot == 0 { &mut self.history } else { &mut self.slots[wk.slot - 1].1 };
+                h.truncate(wk.pos);
+                h.extend_from_slice(wk.tokens);
+            }
+            Ok(&mut self.st.logits[..work.len() * self.cfg.n_vocab])
+        }
+
+        /// Refuses `tokens` at `pos` of a slot holding `cached` positions, with what is wrong.
+        fn check(&self, tokens: &[u32], pos: usize, cached: usize) -> rt::Result<()> {
+            if tokens.is_empty() {
+                return Err(rt::Error::Params("forward needs at least one token".into()));
+            }
+            if pos > cached {
+                return Err(rt::Error::Params(format!("position {pos} is past the {cached} cached tokens")));
+            }
+            if pos + tokens.len() > self.kv.max_seq {
+                return Err(rt::Error::ContextFull { needed: pos + tokens.len(), limit: self.kv.max_seq });
+            }
+            match tokens.iter().find(|&&t| t as usize >= self.cfg.n_vocab) {
+                Some(&bad) => Err(rt::Error::Params(format!("token id {bad} is out of range (vocab {})", self.cfg.n_vocab))),
+                None => Ok(()),
+            }
         }
 
         /// Runs `tokens` at positions `pos..pos + tokens.len()` (dropping any cached positions from
         /// `pos` on) and returns the logits of the last token.
         pub fn forward(&mut self, tokens: &[u32], pos: usize) -> rt::Result<&[f32]> {
             self.run(tokens, pos, None)?;
-            Ok(&self.st.logits)
+            Ok(&self.st.logits[..self.cfg.n_vocab])
         }
 
         /// Like [`Engine::forward`], but returns the logits of every token: `[tokens.len()][n_vocab]`.
@@ -2488,53 +2571,46 @@ mod forward_decoder {
         /// with `sampler` (`recent`: the ids its repetition penalty looks at).
         pub(crate) fn forward_sample(&mut self, tokens: &[u32], pos: usize, sampler: &mut Sampler, recent: &[u32]) -> rt::Result<u32> {
             self.run(tokens, pos, None)?;
-            Ok(sampler.sample(&mut self.st.logits, recent))
+            Ok(sampler.sample(&mut self.st.logits[..self.cfg.n_vocab], recent))
         }
 
         fn run(&mut self, tokens: &[u32], pos: usize, mut all: Option<&mut [f32]>) -> rt::Result<()> {
-            if tokens.is_empty() {
-                return Err(rt::Error::Params("forward needs at least one token".into()));
-            }
-            if pos > self.history.len() {
-                return Err(rt::Error::Params(format!("position {pos} is past the {} cached tokens", self.history.len())));
-            }
-            if pos + tokens.len() > self.kv.max_seq {
-                return Err(rt::Error::ContextFull { needed: pos + tokens.len(), limit: self.kv.max_seq });
-            }
-            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.n_vocab) {
-                return Err(rt::Error::Params(format!("token id {bad} is out of range (vocab {})", self.cfg.n_vocab)));
-            }
+            self.check(tokens, pos, self.history.len())?;
             self.history.truncate(pos);
             let n_vocab = self.cfg.n_vocab;
             for (b, chunk) in tokens.chunks(BATCH).enumerate() {
                 let p = pos + b * BATCH;
                 let last = b * BATCH + chunk.len() == tokens.len();
                 let out = all.as_deref_mut().map(|a| &mut a[b * BATCH * n_vocab..(b * BATCH + chunk.len()) * n_vocab]);
-                self.batch(chunk, p, last, out);
+                self.batch(&[Work { slot: 0, tokens: chunk, pos: p }], last, out, false);
                 self.history.extend_from_slice(chunk);
             }
             Ok(())
         }
 
-        /// One batch of `n <= BATCH` tokens at positions `pos..pos + n`.
-        fn batch(&mut self, tokens: &[u32], pos: usize, last: bool, all: Option<&mut [f32]>) {
-            let n = tokens.len();
+        /// One batch of the works' tokens (`n <= BATCH` in all, their rows in the works' order; the
+        /// slots exist); with `logits`, each work's last-token logits into `st.logits`, with `all`
+        /// (one work) every token's. `toks`: every token through the four-token kernels (step).
+        fn batch(&mut self, work: &[Work], logits: bool, all: Option<&mut [f32]>, toks: bool) {
             let c = self.cfg;
             let (e, qd, kvd, hd) = (c.n_embd, c.q_dim, c.kv_dim, c.head_dim);
             let file = self.gguf.bytes();
-            let st = &mut self.st;
-            let pool = &self.pool;
-            let w = &self.w;
+            let Engine { st, pool, w, kv, slots, .. } = self;
+            let mut slot_kv: Vec<Option<&mut KvCache>> = std::iter::once(kv).chain(slots.iter_mut().map(|s| &mut s.0)).map(Some).collect();
+            let mut kvs: Vec<&mut KvCache> = work.iter().map(|wk| slot_kv[wk.slot].take().expect("distinct slots")).collect();
+            // the works' first rows
+            let row0: Vec<usize> = work.iter().scan(0, |r, wk| Some(std::mem::replace(r, *r + wk.tokens.len()))).collect();
+            let n = row0.last().map_or(0, |r| r + work[work.len() - 1].tokens.len());
 
             // embeddings: x[t] = token_embd[tokens[t]] (· sqrt(n_embd) where the family scales them)
-            for (t, &id) in tokens.iter().enumerate() {
+            for (t, &id) in work.iter().flat_map(|wk| wk.tokens).enumerate() {
                 w.token_embd.dequant_row_into(file, id as usize, &mut st.x[t * e..(t + 1) * e]);
             }
             if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
-            // every head's cos/sin, of the global layers and of the local (sliding-window) ones
-            let local_rot = if SWA_PATTERN > 0 { rope_table(n, pos, hd, c.rope_theta_local) } else { Vec::new() };
-            let rots = [rope_table(n, pos, hd, c.rope_theta), local_rot];
+            // every row's cos/sin, of the global layers and of the local (sliding-window) ones
+            let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base)).collect::<Vec<_>>();
+            let rots = [table(c.rope_theta), if SWA_PATTERN > 0 { table(c.rope_theta_local) } else { Vec::new() }];
             for (l, lw) in w.layers.iter().enumerate() {
                 let local = c.is_local(l);
                 let rot = &rots[local as usize];
@@ -2543,7 +2619,7 @@ mod forward_decoder {
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.qkv_acts);
                 let (wq, wk, wv) = (lw.wq.mat(file), lw.wk.mat(file), lw.wv.mat(file));
                 let qkv: &mut [&mut [f32]] = &mut [&mut st.q[..n * qd], &mut st.k[..n * kvd], &mut st.v[..n * kvd]];
-                products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv);
+                products(pool, &[&wq, &wk, &wv], &st.acts[..n], qkv, toks);
                 // per token: biases (where the family has them), per-head q/k norms (where it has
                 // them), rope
                 let (bq, bk) = (&lw.bq, &lw.bk);
@@ -2563,13 +2639,17 @@ mod forward_decoder {
                 if let Some(bv) = &lw.bv {
                     add_rows(&mut st.v[..n * kvd], bv);
                 }
-                self.kv.store(l, pos, &st.k[..n * kvd], &st.v[..n * kvd]);
+                for ((wk, kv), &r) in work.iter().zip(kvs.iter_mut()).zip(&row0) {
+                    let rows = r * kvd..(r + wk.tokens.len()) * kvd;
+                    kv.store(l, wk.pos, &st.k[rows.clone()], &st.v[rows]);
+                }
                 let window = if local { c.window } else { usize::MAX };
-                attention(pool, &self.kv, l, pos, window, &c, &st.q[..n * qd], &mut st.att[..n * qd]);
+                let kvr: Vec<&KvCache> = kvs.iter().map(|k| &**k).collect();
+                attention(pool, &kvr, work, l, window, &c, &st.q[..n * qd], &mut st.att[..n * qd]);
 
                 // x += post_norm(wo · att)
                 prepare(pool, &mut st.acts[..n], &st.att[..n * qd], qd, &lw.o_acts);
-                products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
+                products(pool, &[&lw.wo.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]], toks);
                 residual(pool, &mut st.x[..n * e], &mut st.proj[..n * e], e, &lw.attn_post_norm, c.rms_eps);
 
                 // ffn: x += post_norm(w_down · (act(w_gate · xb) * (w_up · xb))), xb = rmsnorm(x), act = glu's
@@ -2577,30 +2657,35 @@ mod forward_decoder {
                 prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &lw.gate_up_acts);
                 let f = c.n_ff;
                 let (wg, wu) = (lw.w_gate.mat(file), lw.w_up.mat(file));
-                products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]]);
+                products(pool, &[&wg, &wu], &st.acts[..n], &mut [&mut st.gate[..n * f], &mut st.up[..n * f]], toks);
                 let up = &st.up[..n * f];
                 par_chunks_mut(pool, &mut st.gate[..n * f], f, &|t, g| glu(g, &up[t * f..(t + 1) * f]));
                 prepare(pool, &mut st.acts[..n], &st.gate[..n * f], f, &lw.down_acts);
-                products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]]);
+                products(pool, &[&lw.w_down.mat(file)], &st.acts[..n], &mut [&mut st.proj[..n * e]], toks);
                 residual(pool, &mut st.x[..n * e], &mut st.proj[..n * e], e, &lw.ffn_post_norm, c.rms_eps);
             }
 
-            // logits of the last token (or of every token for forward_all)
-            let out_mat = w.output.mat(file);
+            // logits of each work's last token (or of every token for forward_all)
+            let (out_mat, nv, m) = (w.output.mat(file), c.n_vocab, work.len());
             match all {
                 Some(all) => {
                     rmsnorm_rows(&st.x[..n * e], &w.output_norm, c.rms_eps, &mut st.xb[..n * e]);
                     prepare(pool, &mut st.acts[..n], &st.xb[..n * e], e, &w.output_acts);
-                    products(pool, &[&out_mat], &st.acts[..n], &mut [all]);
-                    if last {
-                        st.logits.copy_from_slice(&all[(n - 1) * c.n_vocab..]);
+                    products(pool, &[&out_mat], &st.acts[..n], &mut [all], toks);
+                    if logits {
+                        st.logits[..nv].copy_from_slice(&all[(n - 1) * nv..]);
                     }
                 }
-                None if last => {
-                    let x_last = &st.x[(n - 1) * e..n * e];
-                    rmsnorm_rows(x_last, &w.output_norm, c.rms_eps, &mut st.xb[..e]);
-                    prepare(pool, &mut st.acts[..1], &st.xb[..e], e, &w.output_acts);
-                    matvec(pool, &out_mat, &st.acts[0], &mut st.logits);
+                None if logits => {
+                    for (i, (wk, &r)) in work.iter().zip(&row0).enumerate() {
+                        let last = r + wk.tokens.len() - 1;
+                        rmsnorm_rows(&st.x[last * e..(last + 1) * e], &w.output_norm, c.rms_eps, &mut st.xb[i * e..(i + 1) * e]);
+                    }
+                    prepare(pool, &mut st.acts[..m], &st.xb[..m * e], e, &w.output_acts);
+                    if st.logits.len() < m * nv {
+                        st.logits.resize(m * nv, 0.0);
+                    }
+                    products(pool, &[&out_mat], &st.acts[..m], &mut [&mut st.logits[..m * nv]], toks);
                 }
                 None => {}
             }
@@ -2620,12 +2705,14 @@ mod forward_decoder {
     }
 
     /// `outs[i][t][r] = row r of ws[i] · xs[t]` for matrices that read the same activations: one pool
-    /// job for all of them for one token (matvec_many), matmul per matrix for a batch.
-    fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]]) {
-        if xs.len() == 1 {
+    /// job for all of them for one token (matvec_many), matmul per matrix for a batch, matmul_toks
+    /// (every token by the four-token kernels) for a step's tokens (`toks`).
+    fn products(pool: &Pool, ws: &[&QMatrix], xs: &[Act], outs: &mut [&mut [f32]], toks: bool) {
+        if xs.len() == 1 && !toks {
             matvec_many(pool, ws, &xs[0], outs);
         } else {
-            ws.iter().zip(outs.iter_mut()).for_each(|(w, out)| matmul(pool, w, xs, out));
+            let mm = if toks { matmul_toks } else { matmul };
+            ws.iter().zip(outs.iter_mut()).for_each(|(w, out)| mm(pool, w, xs, out));
         }
     }
 
@@ -2698,47 +2785,61 @@ mod forward_decoder {
         }
     }
 
-    /// Causal GQA attention for `n` queries at positions `pos..pos + n`:
-    /// `att[t][h] = softmax(q[t][h] · K[lo..=pos+t] / sqrt(head_dim)) · V`, lo = pos + t + 1 - window
-    /// (the last `window` positions; 0 for a global layer), in
-    /// llama.cpp's order of operations (no flash attention), so the same bits: q rounded to f16;
-    /// the head's products and softmax as vec_ops' `attend` (llama.cpp's f16 matmuls: a batch
-    /// sums as tinyBLAS, one token as ggml_vec_dot_f16). One token: a task per head (`attend`); a
-    /// batch: tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the
-    /// tile's queries of every head sharing it in one `attend_many` (its rows widened once).
-    fn attention(pool: &Pool, kv: &KvCache, layer: usize, pos: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
+    /// Causal GQA attention for each work's queries, at its positions `pos..pos + n`, on its slot's
+    /// cache: `att[t][h] = softmax(q[t][h] · K[lo..=pos+t] / sqrt(head_dim)) · V`, lo = pos + t + 1 -
+    /// window (the last `window` positions; 0 for a global layer), in llama.cpp's order of operations
+    /// (no flash attention), so the same bits: q rounded to f16; the head's products and softmax as
+    /// vec_ops' `attend` (llama.cpp's f16 matmuls: a batch sums as tinyBLAS, one token as
+    /// ggml_vec_dot_f16). A one-token work: a task per group of the heads sharing a kv head (`attend`,
+    /// its rows widened once for them; groups sized so that every thread has one); a longer work:
+    /// tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the tile's
+    /// queries of every head sharing it in one `attend_many`. All works' tasks in one pool job.
+    fn attention(pool: &Pool, kvs: &[&KvCache], work: &[Work], layer: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         const ATT_TILE: usize = 4;
-        let (hd, n, g) = (c.head_dim, att.len() / c.q_dim, c.n_head / c.n_head_kv);
-        if n == 1 {
-            // the heads sharing a kv head attend together (its rows widened once for them), in
-            // groups of `per` so that every thread has a group
-            let per = g.div_ceil(pool.threads().div_ceil(c.n_head_kv).min(g));
-            let (mut groups, mut rest) = (Vec::new(), att);
-            for (kh, j) in (0..c.n_head_kv).flat_map(|kh| (0..g).step_by(per).map(move |j| (kh, j))) {
-                let (h0, h1) = (kh * g + j, kh * g + (j + per).min(g));
-                let (o, r) = std::mem::take(&mut rest).split_at_mut((h1 - h0) * hd);
-                groups.push((kh, h0..h1, std::sync::Mutex::new(o)));
-                rest = r;
+        type Out<'a> = std::sync::Mutex<&'a mut [f32]>;
+        let (hd, qd, g) = (c.head_dim, c.q_dim, c.n_head / c.n_head_kv);
+        let n_one = work.iter().filter(|wk| wk.tokens.len() == 1).count();
+        let per = g.div_ceil(pool.threads().div_ceil(c.n_head_kv * n_one.max(1)).min(g));
+        // (work, first row of the work, kv head, heads) of each group; (work, first row, tile's first
+        // token in the work) of each tile
+        let (mut groups, mut tiles): (Vec<(usize, usize, usize, std::ops::Range<usize>, Out)>, Vec<(usize, usize, usize, Out)>) = (Vec::new(), Vec::new());
+        let (mut rest, mut r0) = (att, 0);
+        for (i, wk) in work.iter().enumerate() {
+            let (mut mine, r) = std::mem::take(&mut rest).split_at_mut(wk.tokens.len() * qd);
+            rest = r;
+            if wk.tokens.len() == 1 {
+                for (kh, j) in (0..c.n_head_kv).flat_map(|kh| (0..g).step_by(per).map(move |j| (kh, j))) {
+                    let (h0, h1) = (kh * g + j, kh * g + (j + per).min(g));
+                    let (o, m) = std::mem::take(&mut mine).split_at_mut((h1 - h0) * hd);
+                    groups.push((i, r0, kh, h0..h1, std::sync::Mutex::new(o)));
+                    mine = m;
+                }
+            } else {
+                let mut mine: Vec<(usize, usize, usize, Out)> = mine.chunks_mut(ATT_TILE * qd).enumerate().map(|(k, o)| (i, r0, k * ATT_TILE, std::sync::Mutex::new(o))).collect();
+                mine.reverse();
+                tiles.append(&mut mine);
             }
-            return pool.run(groups.len(), &|i| {
-                let (kh, hs, o) = &groups[i];
-                let kvs = kv.head(layer, *kh, (pos + 1).saturating_sub(window), pos + 1);
-                attend(&q[hs.start * hd..hs.end * hd], hd, kvs, true, &mut o.lock().unwrap_or_else(|e| e.into_inner()));
-            });
+            r0 += wk.tokens.len();
         }
-        let tiles: Vec<std::sync::Mutex<&mut [f32]>> = att.chunks_mut(ATT_TILE * c.q_dim).map(std::sync::Mutex::new).collect();
-        pool.run(tiles.len(), &|task| {
-            let i = tiles.len() - 1 - task;
-            let mut out = tiles[i].lock().unwrap_or_else(|e| e.into_inner());
-            let (t0, tn) = (i * ATT_TILE, out.len() / c.q_dim);
+        pool.run(tiles.len() + groups.len(), &|task| {
+            if task >= tiles.len() {
+                let (i, r0, kh, hs, o) = &groups[task - tiles.len()];
+                let pos = work[*i].pos;
+                let kv = kvs[*i].head(layer, *kh, (pos + 1).saturating_sub(window), pos + 1);
+                let q = &q[r0 * qd + hs.start * hd..r0 * qd + hs.end * hd];
+                return attend(q, hd, kv, true, &mut o.lock().unwrap_or_else(|e| e.into_inner()));
+            }
+            let (i, r0, t0, o) = &tiles[task];
+            let (pos, mut out) = (work[*i].pos, o.lock().unwrap_or_else(|e| e.into_inner()));
+            let (t0, tn, q) = (*t0, out.len() / qd, &q[r0 * qd..]);
             let lo = (pos + t0 + 1).saturating_sub(window);
             let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).map(|t| (pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo).collect();
             let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
             for kh in 0..c.n_head_kv {
-                let at = |t: usize| (t0 + t) * c.q_dim + kh * g * hd..(t0 + t) * c.q_dim + (kh + 1) * g * hd;
+                let at = |t: usize| (t0 + t) * qd + kh * g * hd..(t0 + t) * qd + (kh + 1) * g * hd;
                 (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
-                attend_many(&qs, hd, &spans, kv.head(layer, kh, lo, pos + t0 + tn), &mut os);
-                (0..tn).for_each(|t| out[at(t).start - t0 * c.q_dim..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
+                attend_many(&qs, hd, &spans, kvs[*i].head(layer, kh, lo, pos + t0 + tn), &mut os);
+                (0..tn).for_each(|t| out[at(t).start - t0 * qd..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
             }
         });
     }
@@ -3412,16 +3513,20 @@ mod generate {
     // Generation: prefill reusing the KV cache, then sample / forward per token, streaming UTF-8-safe text.
 
     /// Turns token bytes into text pieces: UTF-8 across token boundaries, stop strings.
-    struct GenTextStream<'a> {
-        stop: &'a [String],
+    pub(crate) struct GenTextStream {
+        stop: Vec<String>,
         pending: Vec<u8>, // [< 4] bytes of an incomplete UTF-8 character
         held: String,     // decoded text not handed out yet (it could begin a stop string)
-        stopped: bool,    // a stop string was found: nothing more is handed out
+        pub(crate) stopped: bool, // a stop string was found: nothing more is handed out
     }
 
-    impl GenTextStream<'_> {
+    impl GenTextStream {
+        pub(crate) fn new(stop: &[String]) -> GenTextStream {
+            GenTextStream { stop: stop.to_vec(), pending: Vec::new(), held: String::new(), stopped: false }
+        }
+
         /// Appends a token's bytes; returns the text that can be handed out now.
-        fn push(&mut self, bytes: &[u8]) -> String {
+        pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
             self.pending.extend_from_slice(bytes);
             let mut start = 0;
             loop {
@@ -3440,7 +3545,7 @@ mod generate {
         }
 
         /// End of generation: the incomplete tail becomes U+FFFD, held-back text is released.
-        fn finish(&mut self) -> String {
+        pub(crate) fn finish(&mut self) -> String {
             self.held.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.pending)));
             self.take(true)
         }
@@ -3477,12 +3582,7 @@ mod generate {
         /// asks for it and the text does not start with it, encode (special tokens parsed), generate_ids.
         pub fn stream(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool)
             -> rt::Result<(String, rt::Stats)> {
-            let has_bos = |b: u32| {
-                let t = self.tok.decode(&[b]);
-                !t.is_empty() && prompt.starts_with(&t)
-            };
-            let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
-            let ids: Vec<u32> = bos.into_iter().chain(self.tok.encode(prompt, true)).collect();
+            let ids = self.prompt_ids(prompt);
             let mut text = String::new();
             let (_, stats) = self.generate_ids(&ids, p, &mut |_, piece| {
                 if piece.is_empty() {
@@ -3492,6 +3592,17 @@ mod generate {
                 on_text(piece)
             })?;
             Ok((text, stats))
+        }
+
+        /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
+        /// text does not start with it, then the text (special tokens parsed).
+        pub(crate) fn prompt_ids(&self, prompt: &str) -> Vec<u32> {
+            let has_bos = |b: u32| {
+                let t = self.tok.decode(&[b]);
+                !t.is_empty() && prompt.starts_with(&t)
+            };
+            let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
+            bos.into_iter().chain(self.tok.encode(prompt, true)).collect()
         }
 
         /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
@@ -3524,7 +3635,7 @@ mod generate {
 
             let t1 = std::time::Instant::now();
             let mut ids: Vec<u32> = prompt_ids.to_vec(); // prompt + generated (the penalty looks at both)
-            let mut stream = GenTextStream { stop: &p.stop, pending: Vec::new(), held: String::new(), stopped: false };
+            let mut stream = GenTextStream::new(&p.stop);
             let mut finish = rt::FinishReason::Length;
             for step in 0..p.max_tokens {
                 if p.stop_at_eos && self.tok.is_eog(id) {
@@ -3574,59 +3685,330 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v1, realization server_openai/backend (ckb) ====
+// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v2, realization server_openai/batched (ckb) ====
 mod server_openai {
     use super::*;
 
-    // The engine behind metainfer::rt::server: the HTTP side (routes, SSE, limits, 429s,
-    // cancellation on disconnect) is shared runtime code; this section maps its calls onto the
-    // engine. One engine has one KV cache, so the server runs one generation at a time.
+    // The engine behind metainfer::rt::server with continuous batching: a scheduler thread owns the
+    // engine and runs every admitted request in shared steps (Engine::step: one KV slot per request,
+    // BATCH_SEQS of them; a request's tokens are bitwise what it gets alone). Each step decodes one
+    // token of every running request, each weight row read once for all of them, plus a chunk of at
+    // most one new prompt, so running streams keep flowing while a prompt is read; requests join between steps and leave at once when they end or
+    // are cancelled. Connection threads only submit requests and receive text: each has a bounded
+    // queue of pieces, and a request whose client stops reading (its queue full) is cancelled. A new
+    // request takes the free slot whose cached tokens share the longest prefix with its prompt
+    // (a system prompt, earlier turns of a chat), and only the rest of the prompt is computed.
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::{Duration, Instant};
+
+    /// Pieces a request may hold queued for its connection; a full queue (a client that stopped
+    /// reading) cancels the request.
+    const SCHED_QUEUE: usize = 1024;
+    /// Prompt tokens a step takes of a new request: reading a prompt slows the running streams'
+    /// steps only by about what a chunk costs, and BATCH_SEQS decode tokens plus a chunk fit a batch.
+    const SCHED_CHUNK: usize = 64;
+    /// How often a waiting connection thread checks that its client is still there.
+    const SCHED_POLL: Duration = Duration::from_millis(20);
+
+    const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
+
+    enum SchedInput {
+        Prompt(String),
+        Chat(Vec<rt::Message>),
+    }
+
+    enum SchedMsg {
+        Count(SchedInput, mpsc::Sender<Option<usize>>),
+        Gen(SchedReq),
+    }
+
+    struct SchedReq {
+        input: SchedInput,
+        params: rt::GenParams,
+        out: mpsc::SyncSender<SchedEvent>,
+        cancel: Arc<AtomicBool>,
+    }
+
+    enum SchedEvent {
+        Text(String),
+        Done(rt::Result<(String, rt::Stats)>),
+        Panic(String),
+    }
+
+    /// A request holding a slot.
+    struct SchedSeq {
+        req: SchedReq,
+        slot: usize,
+        ids: Vec<u32>,     // [n_prompt + generated] prompt, then the tokens drawn
+        n_prompt: usize,   // prompt tokens
+        fed: usize,        // ids[..fed] have their keys and values in the slot
+        sampler: Sampler,  // the request's own sampler (and seeded draw)
+        text: GenTextStream,
+        all: String,       // text handed out
+        stats: rt::Stats,
+        start: Instant,    // when it took its slot
+    }
 
     impl Engine {
         /// Prompt tokens as `stream` evaluates them: BOS when the model file asks for it.
-        fn server_count(&self, text: &str) -> usize {
-            let bos = self.tok.bos_id().filter(|&b| {
-                let t = self.tok.decode(&[b]);
-                self.tok.add_bos() && !(!t.is_empty() && text.starts_with(&t))
-            });
-            bos.iter().count() + self.tok.encode(text, true).len()
+        pub(crate) fn server_count(&self, text: &str) -> usize {
+            self.prompt_ids(text).len()
         }
 
-        /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving.
+        /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving; a
+        /// scheduler thread takes the engine and runs up to BATCH_SEQS requests at once.
         pub fn server(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<rt::server::Server> {
-            rt::server::Server::bind(addr, self, cfg)
+            let max_seq = self.max_seq();
+            let (tx, rx) = mpsc::channel();
+            std::thread::Builder::new().name("metainfer-scheduler".into()).spawn(move || sched_run(self, rx))?;
+            rt::server::Server::bind(addr, BatchedBackend { tx, max_seq }, cfg)
+        }
+
+        /// Requests the server runs at once (`batch`; more wait for a slot).
+        pub fn server_slots(&self) -> usize {
+            BATCH_SEQS
         }
 
         /// Serves the OpenAI-compatible API on `addr` until the process ends.
         pub fn serve(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<()> {
             self.server(addr, cfg)?.run()
         }
+
+        fn sched_ids(&self, input: &SchedInput) -> rt::Result<Vec<u32>> {
+            match input {
+                SchedInput::Prompt(p) => Ok(self.prompt_ids(p)),
+                SchedInput::Chat(m) => Ok(self.prompt_ids(&self.render_chat(m, true)?)),
+            }
+        }
     }
 
-    impl rt::server::Backend for Engine {
+    /// The scheduler: owns the engine until every sender (the backend) is gone.
+    fn sched_run(mut eng: Engine, rx: mpsc::Receiver<SchedMsg>) {
+        let mut running: Vec<SchedSeq> = Vec::new();
+        let mut waiting: std::collections::VecDeque<SchedReq> = Default::default();
+        let mut used = [0u64; BATCH_SEQS]; // step of each slot's last use (least recently used first)
+        for tick in 1u64.. {
+            // new messages: block while there is nothing to run
+            let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
+            if next.is_none() && running.is_empty() && waiting.is_empty() {
+                return; // the backend is gone
+            }
+            while let Some(m) = next.take() {
+                match m {
+                    SchedMsg::Count(input, reply) => drop(reply.send(eng.sched_ids(&input).ok().map(|ids| ids.len()))),
+                    SchedMsg::Gen(req) => waiting.push_back(req),
+                }
+                next = rx.try_recv().ok();
+            }
+            // cancelled requests leave at once
+            running.retain_mut(|s| !(s.req.cancel.load(Ordering::Relaxed) && sched_end(s, rt::FinishReason::Cancelled)));
+            waiting.retain(|r| !r.cancel.load(Ordering::Relaxed));
+            // admit into free slots: the one sharing the longest prefix, else the least recently used
+            while running.len() < BATCH_SEQS {
+                let Some(req) = waiting.pop_front() else { break };
+                let ids = match eng.sched_ids(&req.input).and_then(|ids| sched_check(&eng, &ids, &req.params).map(|_| ids)) {
+                    Ok(_) if req.params.max_tokens == 0 => {
+                        let _ = req.out.try_send(SchedEvent::Done(Ok((String::new(), rt::Stats::default()))));
+                        continue;
+                    }
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        let _ = req.out.try_send(SchedEvent::Done(Err(e)));
+                        continue;
+                    }
+                };
+                let common = |s: usize| eng.cached(s).iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
+                let free = (0..BATCH_SEQS).rev().filter(|s| running.iter().all(|r| r.slot != *s)); // (ties: the lowest)
+                let Some(slot) = free.max_by_key(|&s| (common(s), std::cmp::Reverse(used[s]))) else { break };
+                let fed = common(slot);
+                let stats = rt::Stats { prompt_tokens: ids.len() - fed, ..Default::default() };
+                let (sampler, text) = (Sampler::new(&req.params), GenTextStream::new(&req.params.stop));
+                running.push(SchedSeq { n_prompt: ids.len(), ids, fed, slot, sampler, text, all: String::new(), stats, start: Instant::now(), req });
+            }
+            if running.is_empty() {
+                continue;
+            }
+            // the step: a token of every decoding request, then a chunk of the oldest new prompt
+            let mut order: Vec<usize> = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt).collect();
+            order.extend((0..running.len()).find(|&i| running[i].fed < running[i].n_prompt));
+            let work: Vec<Work> = order
+                .iter()
+                .map(|&i| {
+                    let s = &running[i];
+                    let end = if s.fed < s.n_prompt { (s.fed + SCHED_CHUNK).min(s.n_prompt) } else { s.fed + 1 };
+                    Work { slot: s.slot, tokens: &s.ids[s.fed..end], pos: s.fed }
+                })
+                .collect();
+            let fed: Vec<usize> = work.iter().map(|w| w.pos + w.tokens.len()).collect();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eng.step(&work).map(|l| l.to_vec())));
+            drop(work);
+            let mut logits = match result {
+                Ok(Ok(l)) => l,
+                Ok(Err(e)) => {
+                    // (checked at admission; a failure here ends the requests of this step)
+                    let msg = e.to_string();
+                    order.sort_unstable();
+                    for &i in order.iter().rev() {
+                        let s = running.remove(i);
+                        let _ = s.req.out.try_send(SchedEvent::Done(Err(rt::Error::Params(msg.clone()))));
+                    }
+                    continue;
+                }
+                Err(p) => {
+                    let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+                    eng.reset();
+                    for s in running.drain(..) {
+                        let _ = s.req.out.try_send(SchedEvent::Panic(msg.clone()));
+                    }
+                    continue;
+                }
+            };
+            let nv = eng.n_vocab();
+            let mut done = Vec::new();
+            for (k, &i) in order.iter().enumerate() {
+                let s = &mut running[i];
+                s.fed = fed[k];
+                used[s.slot] = tick;
+                if s.fed < s.n_prompt {
+                    continue; // more of the prompt to read
+                }
+                if s.fed == s.n_prompt {
+                    s.stats.prefill_s = s.start.elapsed().as_secs_f64();
+                }
+                let id = s.sampler.sample(&mut logits[k * nv..(k + 1) * nv], &s.ids);
+                if let Some(finish) = sched_token(&eng, s, id) {
+                    done.push((i, finish));
+                }
+            }
+            done.sort_unstable_by_key(|d| d.0);
+            for &(i, finish) in done.iter().rev() {
+                let mut s = running.remove(i);
+                sched_end(&mut s, finish);
+            }
+        }
+    }
+
+    /// Refuses a request whose prompt and max_tokens do not fit the context (as generate_ids does).
+    fn sched_check(eng: &Engine, ids: &[u32], p: &rt::GenParams) -> rt::Result<()> {
+        p.validate()?;
+        if ids.is_empty() {
+            return Err(rt::Error::Params("the prompt is empty; give at least one token".into()));
+        }
+        let (limit, needed) = (eng.max_seq(), ids.len().saturating_add(p.max_tokens));
+        if needed > limit {
+            return Err(rt::Error::ContextFull { needed, limit });
+        }
+        Ok(())
+    }
+
+    /// A drawn token, as generate_ids handles it; Some(finish) when the request ends with it.
+    fn sched_token(eng: &Engine, s: &mut SchedSeq, id: u32) -> Option<rt::FinishReason> {
+        if s.req.params.stop_at_eos && eng.tok.is_eog(id) {
+            return Some(rt::FinishReason::Stop);
+        }
+        s.ids.push(id);
+        s.stats.gen_tokens += 1;
+        let piece = s.text.push(eng.tok.token_bytes(id));
+        if !sched_send(s, piece) {
+            return Some(rt::FinishReason::Cancelled);
+        }
+        if s.text.stopped {
+            return Some(rt::FinishReason::Stop);
+        }
+        (s.stats.gen_tokens == s.req.params.max_tokens).then_some(rt::FinishReason::Length)
+    }
+
+    /// Queues a piece for the connection; false when the client is gone or not reading.
+    fn sched_send(s: &mut SchedSeq, piece: String) -> bool {
+        if piece.is_empty() {
+            return true;
+        }
+        s.all.push_str(&piece);
+        s.req.out.try_send(SchedEvent::Text(piece)).is_ok()
+    }
+
+    /// Ends a request: the held-back text (unless cancelled), then the result. Returns true.
+    fn sched_end(s: &mut SchedSeq, mut finish: rt::FinishReason) -> bool {
+        if finish != rt::FinishReason::Cancelled {
+            let rest = s.text.finish();
+            if !sched_send(s, rest) {
+                finish = rt::FinishReason::Cancelled;
+            }
+        }
+        s.stats.decode_s = s.start.elapsed().as_secs_f64() - s.stats.prefill_s;
+        s.stats.finish = finish;
+        let _ = s.req.out.try_send(SchedEvent::Done(Ok((std::mem::take(&mut s.all), s.stats.clone()))));
+        true
+    }
+
+    /// The server's side of the scheduler: connection threads submit requests and wait for text.
+    pub struct BatchedBackend {
+        tx: mpsc::Sender<SchedMsg>,
+        max_seq: usize,
+    }
+
+    impl BatchedBackend {
+        fn count(&self, input: SchedInput) -> Option<usize> {
+            let (reply, answer) = mpsc::channel();
+            self.tx.send(SchedMsg::Count(input, reply)).ok()?;
+            answer.recv().ok().flatten()
+        }
+
+        fn run(&self, input: SchedInput, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            let (out, events) = mpsc::sync_channel(SCHED_QUEUE);
+            let cancel = Arc::new(AtomicBool::new(false));
+            let req = SchedReq { input, params: p.clone(), out, cancel: cancel.clone() };
+            if self.tx.send(SchedMsg::Gen(req)).is_err() {
+                return Err(rt::Error::Device("the engine's scheduler thread has stopped".into()));
+            }
+            loop {
+                match events.recv_timeout(SCHED_POLL) {
+                    Ok(SchedEvent::Text(t)) => {
+                        if !cancel.load(Ordering::Relaxed) && !on_text(&t) {
+                            cancel.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(SchedEvent::Done(r)) => return r,
+                    Ok(SchedEvent::Panic(msg)) => std::panic::resume_unwind(Box::new(msg)),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        if !cancel.load(Ordering::Relaxed) && !on_text("") {
+                            cancel.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        // dropped by the scheduler (its queue was full: the client stopped reading)
+                        return Ok((String::new(), rt::Stats { finish: rt::FinishReason::Cancelled, ..Default::default() }));
+                    }
+                }
+            }
+        }
+    }
+
+    impl rt::server::Backend for BatchedBackend {
         fn model_id(&self) -> String {
             format!("metainfer-{}", &ENGINE_KEY[..12])
         }
 
         fn max_seq(&self) -> usize {
-            Engine::max_seq(self)
+            self.max_seq
         }
 
         fn count_tokens(&self, text: &str) -> usize {
-            self.server_count(text)
+            self.count(SchedInput::Prompt(text.to_string())).unwrap_or(0)
         }
 
-        fn complete(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            self.stream(prompt, p, on_text)
+        fn complete(&self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            self.run(SchedInput::Prompt(prompt.to_string()), p, on_text)
         }
 
-        fn chat(&mut self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            Engine::chat(self, messages, p, on_text)
+        fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            self.run(SchedInput::Chat(messages.to_vec()), p, on_text)
         }
 
         fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-            let prompt = self.render_chat(messages, true).ok()?;
-            Some(self.server_count(&prompt))
+            self.count(SchedInput::Chat(messages.to_vec()))
         }
     }
 }

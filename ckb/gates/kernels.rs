@@ -592,6 +592,25 @@ fn gate_matvec() {
                     }
                 }
                 cases += 1;
+                // every token through the four-token kernels (matmul_toks): a token's values do
+                // not depend on the other tokens nor on its lane in the group
+                let toks = |xs: &[Act]| {
+                    let mut out = vec![f32::NAN; xs.len() * rows];
+                    matmul_toks(pool, &w, xs, &mut out);
+                    out
+                };
+                let (five, shifted, alone) = (toks(&xs), toks(&xs[1..]), toks(&xs[4..]));
+                for r in 0..rows {
+                    let mut same = |a: f32, b: f32| {
+                        max_abs = max_abs.max((a as f64 - b as f64).abs());
+                        mismatches += (a.to_bits() != b.to_bits()) as usize;
+                    };
+                    (0..4).for_each(|t| same(five[t * rows + r], naive4[t][r]));
+                    (1..4).for_each(|t| same(shifted[(t - 1) * rows + r], naive4[t][r]));
+                    same(five[4 * rows + r], alone[r]);
+                    same(shifted[3 * rows + r], alone[r]);
+                }
+                cases += 1;
                 for n_tok in [1usize, 2, 5] {
                     let mut out = vec![f32::NAN; n_tok * rows];
                     matmul(pool, &w, &xs[..n_tok], &mut out);

@@ -39,7 +39,7 @@ fn serves_the_engines_own_greedy_text() {
     let prompt = "Hello world";
     let Some(mut direct) = gate_load_or_skip(&gate_tiny_model(), "server", "tiny model loads") else { return };
     let want = direct.generate(prompt, &rt::GenParams::greedy(12)).expect("direct generation");
-    let want_prompt_tokens = rt::server::Backend::count_tokens(&direct, prompt);
+    let want_prompt_tokens = direct.server_count(prompt);
 
     let engine = Engine::load(&gate_tiny_model()).expect("tiny model loads");
     let server = engine.server("127.0.0.1:0", rt::server::ServerConfig::default()).expect("bind loopback");
@@ -51,6 +51,7 @@ fn serves_the_engines_own_greedy_text() {
     assert_eq!(status, 200, "{text}");
     let v: rt::serde_json::Value = rt::serde_json::from_str(&text).expect("a JSON body");
     let got = v["choices"][0]["text"].as_str().expect("choices[0].text");
+    // (a batching server runs a request alone with exactly forward's kernels)
     assert_eq!(got, want, "the server's completion is the engine's greedy text");
     assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(want_prompt_tokens as u64), "{text}");
 
@@ -77,5 +78,20 @@ fn serves_the_engines_own_greedy_text() {
     assert_eq!(status, 400, "{text}");
     let v: rt::serde_json::Value = rt::serde_json::from_str(&text).expect("the error envelope is JSON");
     assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{text}");
-    println!("GATE server completion_chars={} prompt_tokens={want_prompt_tokens} streamed=true", want.len());
+    // four clients at once (a batching engine runs them in shared steps): each gets the greedy
+    // text its prompt gets alone (prompts that share no first token, so no cached prefix is used)
+    let prompts = ["apple pie", "Zebra crossing", "42 is the", "{ json"];
+    let body = |p: &str| format!(r#"{{"prompt": {p:?}, "max_tokens": 10, "temperature": 0}}"#);
+    let text_of = |(status, text): (u16, String)| {
+        assert_eq!(status, 200, "{text}");
+        let v: rt::serde_json::Value = rt::serde_json::from_str(&text).expect("a JSON body");
+        v["choices"][0]["text"].as_str().expect("choices[0].text").to_string()
+    };
+    let alone: Vec<String> = prompts.iter().map(|p| text_of(server_request(addr, "POST", "/v1/completions", &body(p)))).collect();
+    let together: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = prompts.iter().map(|p| body(p)).map(|b| sc.spawn(move || server_request(addr, "POST", "/v1/completions", &b))).collect();
+        hs.into_iter().map(|h| text_of(h.join().expect("client thread"))).collect()
+    });
+    assert_eq!(together, alone, "requests served beside others get their text alone");
+    println!("GATE server completion_chars={} prompt_tokens={want_prompt_tokens} streamed=true concurrent={}", want.len(), prompts.len());
 }

@@ -15,13 +15,13 @@
 
 use metainfer::{GenParams, Message, Stats};
 
-#[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"])]
+#[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct Coder;
 
 #[metainfer::engine(model = "qwen2", hw = "generic", quant = "q4_k_m", features = ["server"])]
 pub struct CoderPortable;
 
-#[metainfer::engine(model = "qwen2", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"])]
+#[metainfer::engine(model = "qwen2", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct CoderAvx512;
 
 #[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "awq", features = ["server"])]
@@ -30,7 +30,7 @@ pub struct CoderAwq;
 #[metainfer::engine(model = "qwen2", hw = "generic", quant = "awq", features = ["server"])]
 pub struct CoderAwqPortable;
 
-#[metainfer::engine(model = "llama", hw = "x86_64-avx2", quant = "q4_1", features = ["server"])]
+#[metainfer::engine(model = "llama", hw = "x86_64-avx2", quant = "q4_1", features = ["server"], batch = 16)]
 pub struct Smol;
 
 #[metainfer::engine(model = "llama", hw = "generic", quant = "q4_1", features = ["server"])]
@@ -39,7 +39,7 @@ pub struct SmolPortable;
 #[metainfer::engine(model = "llama", hw = "sm_89", quant = "q4_1", features = ["server"])]
 pub struct SmolSm89;
 
-#[metainfer::engine(model = "gemma3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"])]
+#[metainfer::engine(model = "gemma3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct Gemma;
 
 #[metainfer::engine(model = "gemma3", hw = "generic", quant = "q4_k_m", features = ["server"])]
@@ -92,6 +92,8 @@ pub trait Model: Send {
     /// The BOS id when the model's files ask for one before every text (gemma), else None.
     fn bos_to_add(&self) -> Option<u32>;
     fn hw(&self) -> &'static str;
+    /// Requests its server runs at once (the engine's `batch`).
+    fn server_slots(&self) -> usize;
     /// The engine behind the OpenAI-compatible server (the `server_openai` section the engine
     /// was generated with), bound to `addr` and not yet serving.
     fn into_server(
@@ -155,6 +157,9 @@ macro_rules! impl_model {
             }
             fn hw(&self) -> &'static str {
                 $hw
+            }
+            fn server_slots(&self) -> usize {
+                (**self).server_slots()
             }
             fn into_server(self: Box<Self>, addr: &str, cfg: metainfer::rt::server::ServerConfig) -> std::io::Result<metainfer::rt::server::Server> {
                 (*self).into_inner().server(addr, cfg)

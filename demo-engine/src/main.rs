@@ -147,9 +147,10 @@ enum Cmd {
         /// 0 picks a free port (the "listening on" line names it).
         #[arg(long, default_value_t = 8080)]
         port: u16,
-        /// Requests admitted at once (running + waiting for the engine); more get 429.
-        #[arg(long, default_value_t = 4)]
-        max_concurrent: usize,
+        /// Requests admitted at once (running + waiting for a slot); more get 429. Default: twice
+        /// the engine's slots (its `batch`), at least 4.
+        #[arg(long)]
+        max_concurrent: Option<usize>,
         /// Largest request body; larger gets 413.
         #[arg(long, default_value_t = 1 << 20)]
         max_body_bytes: usize,
@@ -393,10 +394,12 @@ fn run(cmd: Cmd) -> Result<()> {
             default_max_tokens,
             quiet,
         } => {
-            if max_concurrent == 0 || max_body_bytes == 0 {
+            if max_concurrent == Some(0) || max_body_bytes == 0 {
                 bail!("--max-concurrent and --max-body-bytes must be at least 1");
             }
             let model = open(&m)?;
+            let slots = model.server_slots();
+            let max_concurrent = max_concurrent.unwrap_or((2 * slots).max(4));
             let id = m
                 .model
                 .file_stem()
@@ -420,7 +423,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 .into_server(&addr, cfg)
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let addr = server.local_addr()?;
-            eprintln!("serving {id} ({hw} engine, context {ctx} tokens, {max_concurrent} requests admitted at once)");
+            eprintln!("serving {id} ({hw} engine, context {ctx} tokens, {slots} requests run at once, {max_concurrent} admitted)");
             eprintln!("listening on http://{addr}/v1");
             server.run().context("serving")?;
         }

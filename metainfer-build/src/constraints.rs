@@ -478,11 +478,11 @@ impl<'a> Parser<'a> {
             "max_seq" => g.max_seq = Some(self.positive(i, arg)?),
             "batch" => {
                 let n = self.positive(i, arg)?;
-                if n != 1 {
+                if n > 64 {
                     return Err(err_value(
                         i,
                         format!(
-                            "`batch` = {n} is not supported yet: engines decode one sequence at a time, so a batch would change nothing but the cache key; use batch = 1 or drop the key"
+                            "`batch` = {n} is too large: an engine serves at most 64 sequences at once (one KV slot each); use 1 to 64"
                         ),
                     ));
                 }
@@ -588,6 +588,24 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
+        let batch = g.batch.unwrap_or(1);
+        if batch > 1 && target.kind != TargetKind::Cpu {
+            return Err(err_value(
+                g.index["batch"],
+                format!(
+                    "impossible combination: batch = {batch} needs a cpu target (continuous batching runs in the cpu engines' server), but hw `{}` is a {} target; use batch = 1",
+                    target.id, target.kind
+                ),
+            ));
+        }
+        if batch > 1 && !g.features.contains(&Feature::Server) {
+            return Err(err_value(
+                g.index["batch"],
+                format!(
+                    "`batch` = {batch} needs features = [\"server\"]: it is how many requests the server runs at once, one KV slot each (Engine::step, in every cpu engine, needs no key); add the feature or drop `batch`"
+                ),
+            ));
+        }
         if let Some(r) = g
             .reference
             .filter(|r| *r != Reference::None && generator == Generator::Ckb)
@@ -614,7 +632,7 @@ impl<'a> Parser<'a> {
             self.dot_coverage(&g, target, quant)?;
         }
         Ok(Constraints {
-            batch: g.batch.unwrap_or(1),
+            batch,
             family,
             features: g.features,
             format: quant.format,

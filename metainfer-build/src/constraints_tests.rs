@@ -363,7 +363,28 @@ fn constraints_that_would_change_only_the_key_are_refused() {
     assert_eq!((e.arg_index, e.on_value), (Some(3), true));
     assert_eq!(
         e.message,
-        "`batch` = 8 is not supported yet: engines decode one sequence at a time, so a batch would change nothing but the cache key; use batch = 1 or drop the key"
+        "`batch` = 8 needs features = [\"server\"]: it is how many requests the server runs at once, one KV slot each (Engine::step, in every cpu engine, needs no key); add the feature or drop `batch`"
+    );
+    // with the server, batch is the number of requests it runs at once (in the key)
+    let server = || ("features", ArgValue::List(vec!["server".into()]));
+    let c =
+        Constraints::from_args(&with(&[server(), ("batch", ArgValue::Int(16))]), &ckb()).unwrap();
+    assert_eq!(c.batch, 16);
+    assert!(c.canonical_toml().starts_with("batch = 16\n"));
+    let mut a = with(&[server(), ("batch", ArgValue::Int(8))]);
+    a[1] = args(&[("hw", s("sm_89"))]).remove(0);
+    let e = err(&a);
+    assert_eq!((e.arg_index, e.on_value), (Some(4), true));
+    assert!(
+        e.message
+            .starts_with("impossible combination: batch = 8 needs a cpu target"),
+        "{}",
+        e.message
+    );
+    let e = err(&with(&[("batch", ArgValue::Int(65))]));
+    assert_eq!(
+        e.message,
+        "`batch` = 65 is too large: an engine serves at most 64 sequences at once (one KV slot each); use 1 to 64"
     );
     let e = err(&with(&[("features", ArgValue::List(vec!["chat".into()]))]));
     assert_eq!((e.arg_index, e.on_value), (Some(3), true));

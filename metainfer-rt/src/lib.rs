@@ -199,6 +199,16 @@ impl Default for GenParams {
     }
 }
 
+/// One sequence's part of an engine's `step` (several sequences in one pass, each in its own
+/// KV slot): `tokens` at positions `pos..pos + tokens.len()` of slot `slot`; the slot's cached
+/// positions from `pos` on are dropped first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work<'a> {
+    pub slot: usize,
+    pub tokens: &'a [u32],
+    pub pos: usize,
+}
+
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {

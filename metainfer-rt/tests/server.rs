@@ -23,7 +23,9 @@ struct Record {
 }
 
 /// Emits "tok0 tok1 …" with `delay` per token; prompt tokens are whitespace-separated words.
+/// One generation at a time (`serial`), like an engine with one KV cache.
 struct Fake {
+    serial: Mutex<()>,
     state: Arc<Mutex<Record>>,
     delay: Duration,
     max_seq: usize,
@@ -31,11 +33,12 @@ struct Fake {
 
 impl Fake {
     fn run(
-        &mut self,
+        &self,
         n_prompt: usize,
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> metainfer_rt::Result<(String, Stats)> {
+        let _one = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let mut text = String::new();
         let (mut produced, mut finish) = (0, FinishReason::Length);
         for i in 0..p.max_tokens {
@@ -84,7 +87,7 @@ impl Backend for Fake {
         text.split_whitespace().count()
     }
     fn complete(
-        &mut self,
+        &self,
         prompt: &str,
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
@@ -98,7 +101,7 @@ impl Backend for Fake {
         self.run(self.count_tokens(prompt), p, on_text)
     }
     fn chat(
-        &mut self,
+        &self,
         messages: &[Message],
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
@@ -152,6 +155,7 @@ fn start(delay_ms: u64, cfg: ServerConfig) -> Setup {
 fn start_ctx(delay_ms: u64, max_seq: usize, cfg: ServerConfig) -> Setup {
     let state = Arc::new(Mutex::new(Record::default()));
     let fake = Fake {
+        serial: Mutex::new(()),
         state: state.clone(),
         delay: Duration::from_millis(delay_ms),
         max_seq,
@@ -615,6 +619,15 @@ fn context_length_exceeded() {
     assert_eq!(e["code"], "context_length_exceeded");
     assert_eq!(e["param"], "prompt");
     assert!(e["message"].as_str().unwrap().contains("64"), "{e}");
+    // max_tokens near u64::MAX: a 400 at once, not an overflow
+    for m in [u64::MAX, u64::MAX - 3, 1 << 63] {
+        let r = post_json(
+            &t.url("/v1/completions"),
+            json!({"prompt": "a b c d", "max_tokens": m}),
+        );
+        assert_eq!(r.status, 400, "max_tokens {m}");
+        assert_eq!(r.error()["code"], "context_length_exceeded");
+    }
     let r = post_json(
         &t.url("/v1/completions"),
         json!({"prompt": "a b c d", "max_tokens": 60}),
@@ -656,6 +669,138 @@ fn read_all(mut s: TcpStream) -> String {
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One response with a content-length from a kept-alive connection: (head, body).
+fn read_response(r: &mut BufReader<TcpStream>) -> (String, String) {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "the connection closed after {head:?}"
+        );
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("a content-length");
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).unwrap();
+    (head, String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn keep_alive_serves_several_requests_on_one_connection() {
+    let t = quick();
+    let s = TcpStream::connect(t.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    let body = r#"{"prompt": "a b", "max_tokens": 2}"#;
+    for close in [false, false, true] {
+        let c = if close { "connection: close\r\n" } else { "" };
+        write!(
+            w,
+            "POST /v1/completions HTTP/1.1\r\nhost: x\r\n{c}content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let (head, text) = read_response(&mut r);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let want = if close {
+            "connection: close"
+        } else {
+            "connection: keep-alive"
+        };
+        assert!(head.to_ascii_lowercase().contains(want), "{head}");
+        let v: Value = metainfer_rt::serde_json::from_str(&text).unwrap();
+        assert_eq!(v["choices"][0]["text"], "tok0 tok1");
+    }
+    // after `connection: close` the server ends the connection
+    let mut rest = Vec::new();
+    assert_eq!(r.read_to_end(&mut rest).unwrap(), 0);
+    // an error closes it too
+    let s = TcpStream::connect(t.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    write!(
+        w,
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\n{{bad}}"
+    )
+    .unwrap();
+    let mut all = String::new();
+    BufReader::new(s).read_to_string(&mut all).unwrap();
+    assert!(
+        all.starts_with("HTTP/1.1 400") && all.to_ascii_lowercase().contains("connection: close"),
+        "{all}"
+    );
+}
+
+/// A client that trickles its request a byte at a time (each read well inside io_timeout) is
+/// cut off at request_timeout with 408, head or body, and does not hold the others up.
+#[test]
+fn trickling_clients_get_408_at_the_request_deadline() {
+    let t = start(
+        0,
+        ServerConfig {
+            request_timeout: Duration::from_millis(800),
+            max_connections: 6,
+            ..Default::default()
+        },
+    );
+    let body = r#"{"prompt": "a b", "max_tokens": 2}"#;
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let trickle = |at_once: String, text: String| {
+        let addr = t.addr();
+        std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let t0 = Instant::now();
+            s.write_all(at_once.as_bytes()).unwrap();
+            for b in text.bytes() {
+                if s.write_all(&[b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            (read_all(s), t0.elapsed())
+        })
+    };
+    // five trickling in the head, five in the body: more than max_connections in all
+    let mut hs: Vec<_> = (0..5)
+        .map(|_| trickle(String::new(), head.clone()))
+        .collect();
+    hs.extend((0..5).map(|_| trickle(head.clone(), body.to_string())));
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "a b", "max_tokens": 2}),
+    );
+    assert_eq!(
+        r.status, 200,
+        "the trickling clients are gone by now: {}",
+        r.body
+    );
+    for h in hs {
+        let (resp, took) = h.join().unwrap();
+        assert!(
+            resp.starts_with("HTTP/1.1 408") || resp.starts_with("HTTP/1.1 503"),
+            "{resp}"
+        );
+        assert!(took < Duration::from_secs(5), "cut off after {took:?}");
+    }
 }
 
 #[test]
@@ -930,6 +1075,7 @@ fn shutdown_stops_the_server() {
 #[test]
 fn bind_refuses_zero_limits() {
     let fake = Fake {
+        serial: Mutex::new(()),
         state: Default::default(),
         delay: Duration::ZERO,
         max_seq: 8,

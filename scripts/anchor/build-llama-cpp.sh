@@ -28,7 +28,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ANCHOR_DIR="${ANCHOR_DIR:-$REPO_ROOT/target/anchor}"
 BUILD="${LLAMA_BUILD:-$ANCHOR_DIR/build}"
 JOBS="${JOBS:-$(nproc)}"
-WANTED=(llama llama-simple llama-completion llama-cli llama-bench llama-perplexity llama-tokenize)
+WANTED=(llama llama-simple llama-completion llama-cli llama-bench llama-perplexity llama-tokenize llama-server)
 
 die() { echo "build-llama-cpp: error: $*" >&2; exit 1; }
 command -v cmake >/dev/null || die "cmake not found (apt-get install -y cmake)"
@@ -64,7 +64,12 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
     esac
     cmake -S "$LLAMA_SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
-        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=ON
+fi
+
+# A build configured before llama-server was wanted (scripts/bench-serve.py): turn it on.
+if grep -q "^LLAMA_BUILD_SERVER:BOOL=OFF" "$BUILD/CMakeCache.txt"; then
+    cmake -S "$LLAMA_SRC" -B "$BUILD" -DLLAMA_BUILD_SERVER=ON
 fi
 
 # Build whichever of the wanted tools this llama.cpp version defines.

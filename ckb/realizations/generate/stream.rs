@@ -1,16 +1,20 @@
 // Generation: prefill reusing the KV cache, then sample / forward per token, streaming UTF-8-safe text.
 
 /// Turns token bytes into text pieces: UTF-8 across token boundaries, stop strings.
-struct GenTextStream<'a> {
-    stop: &'a [String],
+pub(crate) struct GenTextStream {
+    stop: Vec<String>,
     pending: Vec<u8>, // [< 4] bytes of an incomplete UTF-8 character
     held: String,     // decoded text not handed out yet (it could begin a stop string)
-    stopped: bool,    // a stop string was found: nothing more is handed out
+    pub(crate) stopped: bool, // a stop string was found: nothing more is handed out
 }
 
-impl GenTextStream<'_> {
+impl GenTextStream {
+    pub(crate) fn new(stop: &[String]) -> GenTextStream {
+        GenTextStream { stop: stop.to_vec(), pending: Vec::new(), held: String::new(), stopped: false }
+    }
+
     /// Appends a token's bytes; returns the text that can be handed out now.
-    fn push(&mut self, bytes: &[u8]) -> String {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
         self.pending.extend_from_slice(bytes);
         let mut start = 0;
         loop {
@@ -29,7 +33,7 @@ impl GenTextStream<'_> {
     }
 
     /// End of generation: the incomplete tail becomes U+FFFD, held-back text is released.
-    fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         self.held.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.pending)));
         self.take(true)
     }
@@ -66,12 +70,7 @@ impl Engine {
     /// asks for it and the text does not start with it, encode (special tokens parsed), generate_ids.
     pub fn stream(&mut self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool)
         -> rt::Result<(String, rt::Stats)> {
-        let has_bos = |b: u32| {
-            let t = self.tok.decode(&[b]);
-            !t.is_empty() && prompt.starts_with(&t)
-        };
-        let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
-        let ids: Vec<u32> = bos.into_iter().chain(self.tok.encode(prompt, true)).collect();
+        let ids = self.prompt_ids(prompt);
         let mut text = String::new();
         let (_, stats) = self.generate_ids(&ids, p, &mut |_, piece| {
             if piece.is_empty() {
@@ -81,6 +80,17 @@ impl Engine {
             on_text(piece)
         })?;
         Ok((text, stats))
+    }
+
+    /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
+    /// text does not start with it, then the text (special tokens parsed).
+    pub(crate) fn prompt_ids(&self, prompt: &str) -> Vec<u32> {
+        let has_bos = |b: u32| {
+            let t = self.tok.decode(&[b]);
+            !t.is_empty() && prompt.starts_with(&t)
+        };
+        let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
+        bos.into_iter().chain(self.tok.encode(prompt, true)).collect()
     }
 
     /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
@@ -113,7 +123,7 @@ impl Engine {
 
         let t1 = std::time::Instant::now();
         let mut ids: Vec<u32> = prompt_ids.to_vec(); // prompt + generated (the penalty looks at both)
-        let mut stream = GenTextStream { stop: &p.stop, pending: Vec::new(), held: String::new(), stopped: false };
+        let mut stream = GenTextStream::new(&p.stop);
         let mut finish = rt::FinishReason::Length;
         for step in 0..p.max_tokens {
             if p.stop_at_eos && self.tok.is_eog(id) {

@@ -338,6 +338,20 @@ const MATMUL_TILE_ROWS: usize = 8;
 /// Each task takes a contiguous range of rows and walks it in tiles of a few rows, dotting each
 /// tile with all tokens, so a weight row is fetched from memory once for all tokens.
 pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+    matmul_in(pool, w, xs, out, false);
+}
+
+/// matmul with every token through the four-token (or tiled) kernel: the tokens padded to a
+/// multiple of four by repeating the last one (the padding's values are not kept), so that each
+/// token's values are those of its own four-token lane whatever the others are: out[t][r] ==
+/// dot_row4(w.ty, row r, [.., xs[t], ..])[lane of t] (or dot_dec's) for every t, bit for bit. For
+/// several sequences decoding together (a token each): the weights read once for all, and a
+/// sequence's values independent of which others share the step.
+pub(crate) fn matmul_toks(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
+    matmul_in(pool, w, xs, out, true);
+}
+
+fn matmul_in(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32], pad: bool) {
     w.check();
     let rows = w.rows;
     let n_tok = xs.len();
@@ -359,8 +373,10 @@ pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
         let r0 = task * chunk;
         let r1 = (r0 + chunk).min(rows);
         // Tokens 0..n4 in groups of four with the type's four-token or tiled kernel where it has
-        // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv).
-        let n4 = n_tok - n_tok % 4;
+        // one, the last n_tok % 4 one by one (llama.cpp's split between its gemm and gemv); or,
+        // padded, every token in a group of four.
+        let n4 = if pad { n_tok.div_ceil(4) * 4 } else { n_tok - n_tok % 4 };
+        let x_at = |t: usize| &xs[t.min(n_tok - 1)];
         // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
         let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
         let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
@@ -377,7 +393,7 @@ pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
                 }
             }
             for t0 in (0..n4).step_by(4) {
-                let g = [&xs[t0], &xs[t0 + 1], &xs[t0 + 2], &xs[t0 + 3]];
+                let g = [x_at(t0), x_at(t0 + 1), x_at(t0 + 2), x_at(t0 + 3)];
                 let mut r = tr;
                 while r < te {
                     // Rows r .. r + tile_n (or to the tile's end) through the tiled kernel, else row
@@ -391,7 +407,7 @@ pub(crate) fn matmul(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32]) {
                         (1, v)
                     };
                     for (i, vi) in v.iter().take(n).enumerate() {
-                        for (k, &vk) in vi.iter().enumerate() {
+                        for (k, &vk) in vi.iter().enumerate().take(n_tok - t0) {
                             // SAFETY: element (t0 + k, r + i) belongs to this task only (r + i in r0..r1).
                             unsafe { *o.0.add((t0 + k) * rows + r + i) = vk };
                         }

@@ -246,6 +246,15 @@ fn header(plan: &Plan, ckb: &Ckb) -> String {
     }
     let _ = writeln!(
         s,
+        "/// Sequences the server runs at once (the constraints' `batch`; one KV slot each)."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const BATCH_SEQS: usize = {};",
+        plan.batch.max(1)
+    );
+    let _ = writeln!(
+        s,
         "/// Exact dims of the preset this engine was generated for (`None`: read from the file)."
     );
     match &plan.preset {

@@ -23,6 +23,8 @@ pub struct Plan {
     /// Tensor types compiled in, in the order of `ckb/quants` ids.
     pub tensor_types: Vec<Quant>,
     pub max_seq: Option<u32>,
+    /// Sequences the engine's server runs at once (`batch`; one KV slot each).
+    pub batch: u32,
     pub features: Vec<Feature>,
     pub slots: Vec<Slot>,
 }
@@ -170,6 +172,7 @@ pub fn plan(c: &Constraints, ckb: &Ckb) -> Result<Plan, ChainError> {
         format: q.format,
         tensor_types,
         max_seq: c.max_seq,
+        batch: c.batch,
         features: c.features.clone(),
         slots,
     })

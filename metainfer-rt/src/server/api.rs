@@ -357,7 +357,7 @@ fn context_error(prompt: usize, completion: usize, limit: usize, chat: bool) -> 
     let what = if chat { "messages" } else { "prompt" };
     ApiError::invalid(format!(
         "this model's maximum context length is {limit} tokens, but {} tokens were requested ({prompt} in the {what}, {completion} for the completion); shorten the {what} or lower max_tokens",
-        prompt + completion
+        prompt.saturating_add(completion)
     ))
     .param(what)
     .code("context_length_exceeded")
@@ -492,7 +492,7 @@ pub(crate) fn generate(
     req: GenRequest,
     extra: &mut LogExtra,
 ) -> Result<(), ApiError> {
-    let mut backend = shared.backend.lock().unwrap_or_else(|e| e.into_inner());
+    let backend = &shared.backend;
     if conn.peer_gone() {
         extra.text = " client gone before generation".into();
         return Ok(());
@@ -505,7 +505,9 @@ pub(crate) fn generate(
     let limit = shared.max_seq;
     let mut p = req.params;
     p.max_tokens = match (req.max_tokens, n_prompt) {
-        (Some(m), Some(n)) if n + m > limit => return Err(context_error(n, m, limit, chat)),
+        (Some(m), Some(n)) if n.saturating_add(m) > limit => {
+            return Err(context_error(n, m, limit, chat))
+        }
         (Some(m), _) => m,
         (None, Some(n)) if n >= limit => return Err(context_error(n, 0, limit, chat)),
         (None, Some(n)) => shared.cfg.default_max_tokens.min(limit - n),
@@ -541,7 +543,6 @@ pub(crate) fn generate(
             Input::Messages(m) => backend.chat(m, &p, &mut on_text),
         }
     }));
-    drop(backend);
     let failure = match result {
         Err(panic) => Err(ApiError::new(
             500,

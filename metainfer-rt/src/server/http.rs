@@ -63,6 +63,8 @@ pub(crate) struct Head {
     pub path: String,
     /// Names lowercased.
     pub headers: Vec<(String, String)>,
+    /// HTTP/1.1 without `connection: close`: the client may send another request.
+    pub keep_alive: bool,
 }
 
 impl Head {
@@ -81,6 +83,9 @@ pub(crate) struct Conn {
     /// Whether a status line has been written.
     pub responded: bool,
     pub status: u16,
+    /// The response says `connection: keep-alive` (a length-delimited one to a client that
+    /// allows it); an event stream, an error and a request with bytes after its body close.
+    pub keep_alive: bool,
 }
 
 fn reason(status: u16) -> &'static str {
@@ -118,9 +123,15 @@ impl Conn {
         for (k, v) in extra {
             h.push_str(&format!("{k}: {v}\r\n"));
         }
+        self.keep_alive &= len.is_some() && status < 400;
         h.push_str(&format!(
-            "x-request-id: {}\r\nconnection: close\r\n\r\n",
-            self.request_id
+            "x-request-id: {}\r\nconnection: {}\r\n\r\n",
+            self.request_id,
+            if self.keep_alive {
+                "keep-alive"
+            } else {
+                "close"
+            }
         ));
         self.responded = true;
         self.status = status;
@@ -209,10 +220,16 @@ fn request_id(head: Option<&Head>) -> String {
 
 /// Reads the request head; `Ok(None)` when the connection closed or failed before one came
 /// (nothing to answer). Returns the head and the body bytes read with it.
-fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError> {
+fn read_head(
+    stream: &mut TcpStream,
+    deadline: &mut Deadline,
+) -> Result<Option<(Head, Vec<u8>)>, ApiError> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     loop {
+        if !buf.is_empty() {
+            deadline.arm(stream)?;
+        }
         let n = match stream.read(&mut chunk) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -222,11 +239,7 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) && !buf.is_empty() =>
             {
-                return Err(ApiError::new(
-                    408,
-                    "invalid_request_error",
-                    "timed out reading the request head",
-                ));
+                return Err(Deadline::expired("head"));
             }
             Err(_) => return Ok(None),
         };
@@ -239,13 +252,21 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, ApiError
             ));
         }
         buf.extend_from_slice(&chunk[..n]);
+        deadline.start();
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(&buf) {
             Ok(httparse::Status::Complete(len)) => {
                 let target = req.path.unwrap_or("/");
                 let path = target.split(['?', '#']).next().unwrap_or("/").to_string();
+                let close = req.headers.iter().any(|h| {
+                    h.name.eq_ignore_ascii_case("connection")
+                        && String::from_utf8_lossy(h.value)
+                            .split(',')
+                            .any(|t| t.trim().eq_ignore_ascii_case("close"))
+                });
                 let head = Head {
+                    keep_alive: req.version == Some(1) && !close,
                     method: req.method.unwrap_or("").to_string(),
                     path,
                     headers: req
@@ -288,6 +309,7 @@ fn read_body(
     head: &Head,
     mut body: Vec<u8>,
     max: usize,
+    deadline: &mut Deadline,
 ) -> Result<Vec<u8>, ApiError> {
     if let Some(te) = head.header("transfer-encoding") {
         return Err(ApiError::new(
@@ -317,6 +339,8 @@ fn read_body(
         ));
     }
     if body.len() >= len {
+        // bytes after the body (a pipelined request) are not kept: the connection closes
+        conn.keep_alive &= body.len() == len;
         body.truncate(len);
         return Ok(body);
     }
@@ -326,20 +350,92 @@ fn read_body(
     {
         let _ = conn.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
-    let have = body.len();
+    let mut have = body.len();
     body.resize(len, 0);
-    conn.stream.read_exact(&mut body[have..]).map_err(|e| {
-        ApiError::invalid(format!("could not read the {len}-byte request body: {e}"))
-    })?;
+    while have < len {
+        deadline.arm(&conn.stream)?;
+        match conn.stream.read(&mut body[have..]) {
+            Ok(0) => {
+                return Err(ApiError::invalid(format!(
+                    "the connection closed after {have} of the {len}-byte request body"
+                )))
+            }
+            Ok(n) => have += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(Deadline::expired("body"))
+            }
+            Err(e) => {
+                return Err(ApiError::invalid(format!(
+                    "could not read the {len}-byte request body: {e}"
+                )))
+            }
+        }
+    }
     Ok(body)
+}
+
+/// The time a request has from its first byte to its last (`request_timeout`): each read waits
+/// at most what is left of it (and at most `io_timeout`).
+pub(crate) struct Deadline {
+    limit: Option<Duration>,
+    io: Option<Duration>,
+    end: Option<Instant>,
+}
+
+impl Deadline {
+    pub(crate) fn new(limit: Duration, io: Option<Duration>) -> Deadline {
+        let limit = Some(limit).filter(|t| !t.is_zero());
+        Deadline {
+            limit,
+            io,
+            end: None,
+        }
+    }
+
+    /// The request's first byte came: the clock starts (once).
+    fn start(&mut self) {
+        if self.end.is_none() {
+            self.end = self.limit.map(|l| Instant::now() + l);
+        }
+    }
+
+    /// Sets the stream's read timeout to what is left; 408 when nothing is.
+    fn arm(&mut self, stream: &TcpStream) -> Result<(), ApiError> {
+        self.start();
+        let Some(end) = self.end else { return Ok(()) };
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Deadline::expired("request"));
+        }
+        let t = self.io.map_or(left, |io| io.min(left));
+        let _ = stream.set_read_timeout(Some(t));
+        Ok(())
+    }
+
+    fn expired(what: &str) -> ApiError {
+        ApiError::new(
+            408,
+            "invalid_request_error",
+            format!("timed out reading the request {what}: send the whole request within the server's request timeout"),
+        )
+    }
 }
 
 /// Ends the connection: our side is shut for writing (the client sees the end of a
 /// close-delimited body), then whatever the client still sends is read and dropped for a
 /// moment, so that closing with unread data does not reset the connection under the response.
-fn linger_close(stream: TcpStream) {
+/// A client cut off at the request deadline (408) gets a short moment only: it is not sending
+/// a request any more, just holding a connection.
+fn linger_close(stream: TcpStream, status: u16) {
     let _ = stream.shutdown(Shutdown::Write);
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let moment = if status == 408 { 200 } else { 2000 };
+    let deadline = Instant::now() + Duration::from_millis(moment);
     let mut s = stream;
     let mut buf = [0u8; 8192];
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
@@ -367,6 +463,7 @@ pub(crate) fn refuse_overloaded(stream: TcpStream, shared: &Shared) {
         request_id: request_id(None),
         responded: false,
         status: 0,
+        keep_alive: false,
     };
     let e = ApiError::new(
         503,
@@ -418,32 +515,53 @@ fn route(path: &str) -> Option<(Route, &'static str)> {
     })
 }
 
-/// Serves the one request of a connection.
-pub(crate) fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
-    let t0 = Instant::now();
+/// Serves the requests of a connection: one, or several while the client keeps it alive
+/// (each waits at most `keep_alive` for its first byte).
+pub(crate) fn handle_connection(stream: TcpStream, shared: &Arc<Shared>) {
     let timeout = Some(shared.cfg.io_timeout).filter(|t| !t.is_zero());
-    let _ = stream.set_read_timeout(timeout);
     let _ = stream.set_write_timeout(timeout);
     let _ = stream.set_nodelay(true);
-    let head = read_head(&mut stream);
     let mut conn = Conn {
         stream,
         request_id: String::new(),
         responded: false,
         status: 0,
+        keep_alive: false,
     };
+    for n in 0.. {
+        let idle = if n == 0 {
+            timeout
+        } else {
+            Some(shared.cfg.keep_alive)
+        };
+        let _ = conn.stream.set_read_timeout(idle);
+        (conn.responded, conn.status) = (false, 0);
+        if !serve_one(&mut conn, shared, timeout) || shared.shutdown.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    linger_close(conn.stream, conn.status);
+}
+
+/// Reads and answers one request; whether the connection stays open for another.
+fn serve_one(conn: &mut Conn, shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
+    let t0 = Instant::now();
+    let mut deadline = Deadline::new(shared.cfg.request_timeout, timeout);
+    let head = read_head(&mut conn.stream, &mut deadline);
     let mut extra = LogExtra::default();
     let (method, path) = match head {
-        Ok(None) => return,
+        Ok(None) => return false,
         Err(e) => {
             conn.request_id = request_id(None);
+            conn.keep_alive = false;
             extra.text = format!(" {}", e.message);
             conn.send_error(&e);
             ("-".to_string(), "-".to_string())
         }
         Ok(Some((head, rest))) => {
             conn.request_id = request_id(Some(&head));
-            let r = serve(&mut conn, shared, &head, rest, &mut extra);
+            conn.keep_alive = head.keep_alive && !shared.cfg.keep_alive.is_zero();
+            let r = serve(conn, shared, &head, rest, &mut extra, &mut deadline);
             if let Err(e) = r {
                 if extra.text.is_empty() {
                     extra.text = format!(" {}", e.message);
@@ -468,7 +586,7 @@ pub(crate) fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
             extra.text
         );
     }
-    linger_close(conn.stream);
+    conn.responded && conn.keep_alive
 }
 
 fn serve(
@@ -477,6 +595,7 @@ fn serve(
     head: &Head,
     rest: Vec<u8>,
     extra: &mut LogExtra,
+    deadline: &mut Deadline,
 ) -> Result<(), ApiError> {
     let Some((route, method)) = route(&head.path) else {
         return Err(
@@ -521,7 +640,7 @@ fn serve(
             Ok(())
         }
         Route::Chat | Route::Completions => {
-            let body = read_body(conn, head, rest, shared.cfg.max_body_bytes)?;
+            let body = read_body(conn, head, rest, shared.cfg.max_body_bytes, deadline)?;
             let v = parse_json(&body)?;
             let chat = matches!(route, Route::Chat);
             let req = api::parse_request(&v, chat, shared)?;

@@ -1,9 +1,11 @@
 //! An OpenAI-compatible HTTP/1.1 server over one engine (cargo feature `server`).
 //!
-//! `std::net` and one thread per connection; no async runtime. The engine behind a [`Backend`]
-//! is one model with one KV cache, so generations run one at a time behind a mutex; requests
-//! beyond [`ServerConfig::max_concurrent`] (running plus waiting for the engine) are refused
-//! with 429 and a `retry-after` header.
+//! `std::net` and one thread per connection; no async runtime. Connection threads call the
+//! [`Backend`] concurrently (`&self`): a batching engine's backend hands each request to the
+//! scheduler thread that owns the engine and runs all of them in shared steps; a backend with
+//! one KV cache runs them one at a time behind its own lock. Requests beyond
+//! [`ServerConfig::max_concurrent`] (running plus waiting for the engine) are refused with 429
+//! and a `retry-after` header.
 //!
 //! ```ignore
 //! let server = Server::bind("127.0.0.1:8080", my_backend, ServerConfig::default())?;
@@ -86,9 +88,12 @@
 //! # Connections
 //!
 //! Every response has an `x-request-id` (the client's own `x-request-id` when it is a short
-//! token, else a fresh one) and `connection: close`: there is no keep-alive, one request per
-//! connection. Streamed bodies end when the connection closes (no chunked encoding).
-//! `Expect: 100-continue` is answered. Reads and writes time out after `io_timeout`.
+//! token, else a fresh one). A JSON response to an HTTP/1.1 client that did not ask to close
+//! keeps the connection alive for its next request (`keep_alive`); streamed bodies end when the
+//! connection closes (no chunked encoding), and errors close it too.
+//! `Expect: 100-continue` is answered. Reads and writes time out after `io_timeout`, and the
+//! whole request (head and body) must arrive within `request_timeout` of its first byte, so
+//! clients that trickle a byte at a time cannot hold connections open (408).
 //!
 //! # Cancellation
 //!
@@ -105,12 +110,12 @@ use crate::{GenParams, Message, Result, Stats};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// What the server needs of an engine.
-pub trait Backend: Send + 'static {
+pub trait Backend: Send + Sync + 'static {
     /// The id /v1/models lists and responses echo.
     fn model_id(&self) -> String;
     /// Context length (for /v1/models metadata and request validation).
@@ -121,14 +126,14 @@ pub trait Backend: Send + 'static {
     /// It may also be called with an empty piece (a token whose text is held back), which
     /// lets the server check for a vanished client between every token.
     fn complete(
-        &mut self,
+        &self,
         prompt: &str,
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<(String, Stats)>;
     /// Chat completion with the model's chat template.
     fn chat(
-        &mut self,
+        &self,
         messages: &[Message],
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
@@ -161,6 +166,12 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Timeout of each read and write on a connection. Default 30 s.
     pub io_timeout: Duration,
+    /// Time from a request's first byte to its last (head and body) before it is refused with
+    /// 408. Default 10 s.
+    pub request_timeout: Duration,
+    /// How long a kept-alive connection waits for its next request (HTTP/1.1 keep-alive for
+    /// length-delimited responses; zero: every response closes its connection). Default 5 s.
+    pub keep_alive: Duration,
 }
 
 impl Default for ServerConfig {
@@ -173,13 +184,15 @@ impl Default for ServerConfig {
             log: false,
             max_connections: 64,
             io_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(5),
         }
     }
 }
 
 /// State every connection thread shares.
 struct Shared {
-    backend: Mutex<Box<dyn Backend>>,
+    backend: Box<dyn Backend>,
     cfg: ServerConfig,
     model_id: String,
     max_seq: usize,
@@ -237,7 +250,7 @@ impl Server {
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let shared = Arc::new(Shared {
-            backend: Mutex::new(Box::new(backend)),
+            backend: Box::new(backend),
             cfg,
             model_id,
             max_seq,

@@ -1,0 +1,322 @@
+// The engine behind metainfer::rt::server with continuous batching: a scheduler thread owns the
+// engine and runs every admitted request in shared steps (Engine::step: one KV slot per request,
+// BATCH_SEQS of them; a request's tokens are bitwise what it gets alone). Each step decodes one
+// token of every running request, each weight row read once for all of them, plus a chunk of at
+// most one new prompt, so running streams keep flowing while a prompt is read; requests join between steps and leave at once when they end or
+// are cancelled. Connection threads only submit requests and receive text: each has a bounded
+// queue of pieces, and a request whose client stops reading (its queue full) is cancelled. A new
+// request takes the free slot whose cached tokens share the longest prefix with its prompt
+// (a system prompt, earlier turns of a chat), and only the rest of the prompt is computed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Pieces a request may hold queued for its connection; a full queue (a client that stopped
+/// reading) cancels the request.
+const SCHED_QUEUE: usize = 1024;
+/// Prompt tokens a step takes of a new request: reading a prompt slows the running streams'
+/// steps only by about what a chunk costs, and BATCH_SEQS decode tokens plus a chunk fit a batch.
+const SCHED_CHUNK: usize = 64;
+/// How often a waiting connection thread checks that its client is still there.
+const SCHED_POLL: Duration = Duration::from_millis(20);
+
+const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
+
+enum SchedInput {
+    Prompt(String),
+    Chat(Vec<rt::Message>),
+}
+
+enum SchedMsg {
+    Count(SchedInput, mpsc::Sender<Option<usize>>),
+    Gen(SchedReq),
+}
+
+struct SchedReq {
+    input: SchedInput,
+    params: rt::GenParams,
+    out: mpsc::SyncSender<SchedEvent>,
+    cancel: Arc<AtomicBool>,
+}
+
+enum SchedEvent {
+    Text(String),
+    Done(rt::Result<(String, rt::Stats)>),
+    Panic(String),
+}
+
+/// A request holding a slot.
+struct SchedSeq {
+    req: SchedReq,
+    slot: usize,
+    ids: Vec<u32>,     // [n_prompt + generated] prompt, then the tokens drawn
+    n_prompt: usize,   // prompt tokens
+    fed: usize,        // ids[..fed] have their keys and values in the slot
+    sampler: Sampler,  // the request's own sampler (and seeded draw)
+    text: GenTextStream,
+    all: String,       // text handed out
+    stats: rt::Stats,
+    start: Instant,    // when it took its slot
+}
+
+impl Engine {
+    /// Prompt tokens as `stream` evaluates them: BOS when the model file asks for it.
+    pub(crate) fn server_count(&self, text: &str) -> usize {
+        self.prompt_ids(text).len()
+    }
+
+    /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving; a
+    /// scheduler thread takes the engine and runs up to BATCH_SEQS requests at once.
+    pub fn server(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<rt::server::Server> {
+        let max_seq = self.max_seq();
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new().name("metainfer-scheduler".into()).spawn(move || sched_run(self, rx))?;
+        rt::server::Server::bind(addr, BatchedBackend { tx, max_seq }, cfg)
+    }
+
+    /// Requests the server runs at once (`batch`; more wait for a slot).
+    pub fn server_slots(&self) -> usize {
+        BATCH_SEQS
+    }
+
+    /// Serves the OpenAI-compatible API on `addr` until the process ends.
+    pub fn serve(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<()> {
+        self.server(addr, cfg)?.run()
+    }
+
+    fn sched_ids(&self, input: &SchedInput) -> rt::Result<Vec<u32>> {
+        match input {
+            SchedInput::Prompt(p) => Ok(self.prompt_ids(p)),
+            SchedInput::Chat(m) => Ok(self.prompt_ids(&self.render_chat(m, true)?)),
+        }
+    }
+}
+
+/// The scheduler: owns the engine until every sender (the backend) is gone.
+fn sched_run(mut eng: Engine, rx: mpsc::Receiver<SchedMsg>) {
+    let mut running: Vec<SchedSeq> = Vec::new();
+    let mut waiting: std::collections::VecDeque<SchedReq> = Default::default();
+    let mut used = [0u64; BATCH_SEQS]; // step of each slot's last use (least recently used first)
+    for tick in 1u64.. {
+        // new messages: block while there is nothing to run
+        let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
+        if next.is_none() && running.is_empty() && waiting.is_empty() {
+            return; // the backend is gone
+        }
+        while let Some(m) = next.take() {
+            match m {
+                SchedMsg::Count(input, reply) => drop(reply.send(eng.sched_ids(&input).ok().map(|ids| ids.len()))),
+                SchedMsg::Gen(req) => waiting.push_back(req),
+            }
+            next = rx.try_recv().ok();
+        }
+        // cancelled requests leave at once
+        running.retain_mut(|s| !(s.req.cancel.load(Ordering::Relaxed) && sched_end(s, rt::FinishReason::Cancelled)));
+        waiting.retain(|r| !r.cancel.load(Ordering::Relaxed));
+        // admit into free slots: the one sharing the longest prefix, else the least recently used
+        while running.len() < BATCH_SEQS {
+            let Some(req) = waiting.pop_front() else { break };
+            let ids = match eng.sched_ids(&req.input).and_then(|ids| sched_check(&eng, &ids, &req.params).map(|_| ids)) {
+                Ok(_) if req.params.max_tokens == 0 => {
+                    let _ = req.out.try_send(SchedEvent::Done(Ok((String::new(), rt::Stats::default()))));
+                    continue;
+                }
+                Ok(ids) => ids,
+                Err(e) => {
+                    let _ = req.out.try_send(SchedEvent::Done(Err(e)));
+                    continue;
+                }
+            };
+            let common = |s: usize| eng.cached(s).iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
+            let free = (0..BATCH_SEQS).rev().filter(|s| running.iter().all(|r| r.slot != *s)); // (ties: the lowest)
+            let Some(slot) = free.max_by_key(|&s| (common(s), std::cmp::Reverse(used[s]))) else { break };
+            let fed = common(slot);
+            let stats = rt::Stats { prompt_tokens: ids.len() - fed, ..Default::default() };
+            let (sampler, text) = (Sampler::new(&req.params), GenTextStream::new(&req.params.stop));
+            running.push(SchedSeq { n_prompt: ids.len(), ids, fed, slot, sampler, text, all: String::new(), stats, start: Instant::now(), req });
+        }
+        if running.is_empty() {
+            continue;
+        }
+        // the step: a token of every decoding request, then a chunk of the oldest new prompt
+        let mut order: Vec<usize> = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt).collect();
+        order.extend((0..running.len()).find(|&i| running[i].fed < running[i].n_prompt));
+        let work: Vec<Work> = order
+            .iter()
+            .map(|&i| {
+                let s = &running[i];
+                let end = if s.fed < s.n_prompt { (s.fed + SCHED_CHUNK).min(s.n_prompt) } else { s.fed + 1 };
+                Work { slot: s.slot, tokens: &s.ids[s.fed..end], pos: s.fed }
+            })
+            .collect();
+        let fed: Vec<usize> = work.iter().map(|w| w.pos + w.tokens.len()).collect();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eng.step(&work).map(|l| l.to_vec())));
+        drop(work);
+        let mut logits = match result {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
+                // (checked at admission; a failure here ends the requests of this step)
+                let msg = e.to_string();
+                order.sort_unstable();
+                for &i in order.iter().rev() {
+                    let s = running.remove(i);
+                    let _ = s.req.out.try_send(SchedEvent::Done(Err(rt::Error::Params(msg.clone()))));
+                }
+                continue;
+            }
+            Err(p) => {
+                let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+                eng.reset();
+                for s in running.drain(..) {
+                    let _ = s.req.out.try_send(SchedEvent::Panic(msg.clone()));
+                }
+                continue;
+            }
+        };
+        let nv = eng.n_vocab();
+        let mut done = Vec::new();
+        for (k, &i) in order.iter().enumerate() {
+            let s = &mut running[i];
+            s.fed = fed[k];
+            used[s.slot] = tick;
+            if s.fed < s.n_prompt {
+                continue; // more of the prompt to read
+            }
+            if s.fed == s.n_prompt {
+                s.stats.prefill_s = s.start.elapsed().as_secs_f64();
+            }
+            let id = s.sampler.sample(&mut logits[k * nv..(k + 1) * nv], &s.ids);
+            if let Some(finish) = sched_token(&eng, s, id) {
+                done.push((i, finish));
+            }
+        }
+        done.sort_unstable_by_key(|d| d.0);
+        for &(i, finish) in done.iter().rev() {
+            let mut s = running.remove(i);
+            sched_end(&mut s, finish);
+        }
+    }
+}
+
+/// Refuses a request whose prompt and max_tokens do not fit the context (as generate_ids does).
+fn sched_check(eng: &Engine, ids: &[u32], p: &rt::GenParams) -> rt::Result<()> {
+    p.validate()?;
+    if ids.is_empty() {
+        return Err(rt::Error::Params("the prompt is empty; give at least one token".into()));
+    }
+    let (limit, needed) = (eng.max_seq(), ids.len().saturating_add(p.max_tokens));
+    if needed > limit {
+        return Err(rt::Error::ContextFull { needed, limit });
+    }
+    Ok(())
+}
+
+/// A drawn token, as generate_ids handles it; Some(finish) when the request ends with it.
+fn sched_token(eng: &Engine, s: &mut SchedSeq, id: u32) -> Option<rt::FinishReason> {
+    if s.req.params.stop_at_eos && eng.tok.is_eog(id) {
+        return Some(rt::FinishReason::Stop);
+    }
+    s.ids.push(id);
+    s.stats.gen_tokens += 1;
+    let piece = s.text.push(eng.tok.token_bytes(id));
+    if !sched_send(s, piece) {
+        return Some(rt::FinishReason::Cancelled);
+    }
+    if s.text.stopped {
+        return Some(rt::FinishReason::Stop);
+    }
+    (s.stats.gen_tokens == s.req.params.max_tokens).then_some(rt::FinishReason::Length)
+}
+
+/// Queues a piece for the connection; false when the client is gone or not reading.
+fn sched_send(s: &mut SchedSeq, piece: String) -> bool {
+    if piece.is_empty() {
+        return true;
+    }
+    s.all.push_str(&piece);
+    s.req.out.try_send(SchedEvent::Text(piece)).is_ok()
+}
+
+/// Ends a request: the held-back text (unless cancelled), then the result. Returns true.
+fn sched_end(s: &mut SchedSeq, mut finish: rt::FinishReason) -> bool {
+    if finish != rt::FinishReason::Cancelled {
+        let rest = s.text.finish();
+        if !sched_send(s, rest) {
+            finish = rt::FinishReason::Cancelled;
+        }
+    }
+    s.stats.decode_s = s.start.elapsed().as_secs_f64() - s.stats.prefill_s;
+    s.stats.finish = finish;
+    let _ = s.req.out.try_send(SchedEvent::Done(Ok((std::mem::take(&mut s.all), s.stats.clone()))));
+    true
+}
+
+/// The server's side of the scheduler: connection threads submit requests and wait for text.
+pub struct BatchedBackend {
+    tx: mpsc::Sender<SchedMsg>,
+    max_seq: usize,
+}
+
+impl BatchedBackend {
+    fn count(&self, input: SchedInput) -> Option<usize> {
+        let (reply, answer) = mpsc::channel();
+        self.tx.send(SchedMsg::Count(input, reply)).ok()?;
+        answer.recv().ok().flatten()
+    }
+
+    fn run(&self, input: SchedInput, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        let (out, events) = mpsc::sync_channel(SCHED_QUEUE);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let req = SchedReq { input, params: p.clone(), out, cancel: cancel.clone() };
+        if self.tx.send(SchedMsg::Gen(req)).is_err() {
+            return Err(rt::Error::Device("the engine's scheduler thread has stopped".into()));
+        }
+        loop {
+            match events.recv_timeout(SCHED_POLL) {
+                Ok(SchedEvent::Text(t)) => {
+                    if !cancel.load(Ordering::Relaxed) && !on_text(&t) {
+                        cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+                Ok(SchedEvent::Done(r)) => return r,
+                Ok(SchedEvent::Panic(msg)) => std::panic::resume_unwind(Box::new(msg)),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if !cancel.load(Ordering::Relaxed) && !on_text("") {
+                        cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // dropped by the scheduler (its queue was full: the client stopped reading)
+                    return Ok((String::new(), rt::Stats { finish: rt::FinishReason::Cancelled, ..Default::default() }));
+                }
+            }
+        }
+    }
+}
+
+impl rt::server::Backend for BatchedBackend {
+    fn model_id(&self) -> String {
+        format!("metainfer-{}", &ENGINE_KEY[..12])
+    }
+
+    fn max_seq(&self) -> usize {
+        self.max_seq
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        self.count(SchedInput::Prompt(text.to_string())).unwrap_or(0)
+    }
+
+    fn complete(&self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        self.run(SchedInput::Prompt(prompt.to_string()), p, on_text)
+    }
+
+    fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        self.run(SchedInput::Chat(messages.to_vec()), p, on_text)
+    }
+
+    fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
+        self.count(SchedInput::Chat(messages.to_vec()))
+    }
+}

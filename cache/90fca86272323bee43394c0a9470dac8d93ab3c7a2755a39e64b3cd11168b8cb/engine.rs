@@ -1544,11 +1544,12 @@ mod dot_q4_k {
         let w = rows.map(q4_k_blocks);
         let n = w[0].len();
         assert!(w.iter().all(|r| r.len() == n), "Q4_K tile rows of {:?} blocks", w.map(|r| r.len()));
-        out.b.clear();
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(Q4_K_TILE_LINES * n, DecLine([0; 64]));
         out.d.clear();
         let m4 = _mm256_set1_epi8(0x0F);
         for k in 0..n {
-            let mut lines = [DecLine([0; 64]); Q4_K_TILE_LINES];
+            let lines = &mut out.b[Q4_K_TILE_LINES * k..Q4_K_TILE_LINES * (k + 1)];
             for c in 0..8 {
                 // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
                 let q = std::array::from_fn(|r| {
@@ -1571,7 +1572,6 @@ mod dot_q4_k {
             for (i, v) in sc.iter().chain(&mins).enumerate() {
                 _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
             }
-            out.b.extend(lines);
         }
     }
 
@@ -1796,12 +1796,12 @@ mod dot_q5_0 {
         let w = rows.map(q5_0_blocks);
         let n = w[0].len();
         assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
-        out.b.clear();
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(4 * n, DecLine([0; 64]));
         out.d.clear();
         for k in 0..n {
-            let mut lines = [DecLine([0; 64]); 4];
-            interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), &mut lines);
-            out.b.extend(lines);
+            let lines = &mut out.b[4 * k..4 * (k + 1)];
+            interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), lines);
             let mut d = [0f32; 8];
             _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
             out.d.extend_from_slice(&d);
@@ -2030,10 +2030,11 @@ mod dot_q6_k {
         let w = rows.map(q6_k_blocks);
         let n = w[0].len();
         assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
-        out.b.clear();
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(Q6_K_TILE_LINES * n, DecLine([0; 64]));
         out.d.clear();
         for k in 0..n {
-            let mut lines = [DecLine([0; 64]); Q6_K_TILE_LINES];
+            let lines = &mut out.b[Q6_K_TILE_LINES * k..Q6_K_TILE_LINES * (k + 1)];
             for c in 0..8 {
                 interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
             }
@@ -2049,7 +2050,6 @@ mod dot_q6_k {
             for (i, v) in sc.iter().enumerate() {
                 _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
             }
-            out.b.extend(lines);
         }
     }
 

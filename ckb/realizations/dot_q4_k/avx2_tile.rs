@@ -19,11 +19,12 @@ pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     let w = rows.map(q4_k_blocks);
     let n = w[0].len();
     assert!(w.iter().all(|r| r.len() == n), "Q4_K tile rows of {:?} blocks", w.map(|r| r.len()));
-    out.b.clear();
+    // every line of a block is written below: the buffer is only sized (once per matrix shape)
+    out.b.resize(Q4_K_TILE_LINES * n, DecLine([0; 64]));
     out.d.clear();
     let m4 = _mm256_set1_epi8(0x0F);
     for k in 0..n {
-        let mut lines = [DecLine([0; 64]); Q4_K_TILE_LINES];
+        let lines = &mut out.b[Q4_K_TILE_LINES * k..Q4_K_TILE_LINES * (k + 1)];
         for c in 0..8 {
             // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
             let q = std::array::from_fn(|r| {
@@ -46,7 +47,6 @@ pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         for (i, v) in sc.iter().chain(&mins).enumerate() {
             _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
         }
-        out.b.extend(lines);
     }
 }
 

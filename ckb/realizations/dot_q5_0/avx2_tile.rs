@@ -14,12 +14,12 @@ pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     let w = rows.map(q5_0_blocks);
     let n = w[0].len();
     assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
-    out.b.clear();
+    // every line of a block is written below: the buffer is only sized (once per matrix shape)
+    out.b.resize(4 * n, DecLine([0; 64]));
     out.d.clear();
     for k in 0..n {
-        let mut lines = [DecLine([0; 64]); 4];
-        interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), &mut lines);
-        out.b.extend(lines);
+        let lines = &mut out.b[4 * k..4 * (k + 1)];
+        interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), lines);
         let mut d = [0f32; 8];
         _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
         out.d.extend_from_slice(&d);

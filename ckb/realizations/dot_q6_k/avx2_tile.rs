@@ -18,10 +18,11 @@ pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     let w = rows.map(q6_k_blocks);
     let n = w[0].len();
     assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
-    out.b.clear();
+    // every line of a block is written below: the buffer is only sized (once per matrix shape)
+    out.b.resize(Q6_K_TILE_LINES * n, DecLine([0; 64]));
     out.d.clear();
     for k in 0..n {
-        let mut lines = [DecLine([0; 64]); Q6_K_TILE_LINES];
+        let lines = &mut out.b[Q6_K_TILE_LINES * k..Q6_K_TILE_LINES * (k + 1)];
         for c in 0..8 {
             interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
         }
@@ -37,7 +38,6 @@ pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         for (i, v) in sc.iter().enumerate() {
             _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
         }
-        out.b.extend(lines);
     }
 }
 

@@ -186,14 +186,14 @@ def soak(port, pid, seconds, clients=8):
                         data = r.read()
                         note(kind, r.status == 200 and b"choices" in data, f"status {r.status} {data[:200]!r}")
                     else:
-                        ok, n = r.status == 200, 0
+                        ok, n, bad = r.status == 200, 0, b""
                         for raw in r:
                             n += raw.startswith(b"data: ")
                             if kind == "cancel" and n >= 3:
                                 break
-                            if b'"error"' in raw:
-                                ok = False
-                        note(kind, ok, f"status {r.status}")
+                            if raw.startswith(b'data: {"error"'):
+                                ok, bad = False, raw[:300]
+                        note(kind, ok, f"status {r.status} {bad!r}")
                 c.close()
             except Exception as e:  # noqa: BLE001 (counted as a problem)
                 note(kind, False, repr(e))

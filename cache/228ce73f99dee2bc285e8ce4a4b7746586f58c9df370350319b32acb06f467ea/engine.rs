@@ -1661,8 +1661,8 @@ mod forward_decoder {
         pub(crate) dev: Device,                    // weights, activations, KV cache on the GPU
         pub(crate) max_seq: usize,                 // positions the KV cache holds
         pub(crate) logits: Vec<f32>,               // [n_vocab] the last token's logits, on the host
-        pub(crate) tok: Tokenizer,                 // from the file's tokenizer.ggml.* keys
-        pub(crate) template: Option<ChatTemplate>, // tokenizer.chat_template, when present
+        pub(crate) tok: Arc<Tokenizer>,            // from the file's tokenizer.ggml.* keys
+        pub(crate) template: Option<Arc<ChatTemplate>>, // tokenizer.chat_template, when present
         pub(crate) history: Vec<u32>,              // [n_past] tokens whose K/V are in the cache
         pub(crate) graph: Option<DecodeGraph>,     // the decode step, captured on first use
         pub(crate) use_graph: bool,                // false after a capture failed, or when asked
@@ -1690,11 +1690,11 @@ mod forward_decoder {
                     format!("{} tokens but token_embd.weight has {} rows", tok.n_vocab(), cfg.n_vocab),
                 ));
             }
-            let template = ChatTemplate::from_gguf(&gguf)?;
+            let template = ChatTemplate::from_gguf(&gguf)?.map(Arc::new);
             let max_seq = cfg.context_length.min(MAX_SEQ.unwrap_or(DEFAULT_MAX_SEQ));
             let gpu = Gpu::open()?;
             let dev = Device::upload(&gpu, gguf.bytes(), &cfg, &w, max_seq)?;
-            Ok(Engine { logits: vec![0.0; cfg.n_vocab], gguf, cfg, w, gpu, dev, max_seq, tok, template, history: Vec::new(), graph: None, use_graph: true })
+            Ok(Engine { logits: vec![0.0; cfg.n_vocab], gguf, cfg, w, gpu, dev, max_seq, tok: Arc::new(tok), template, history: Vec::new(), graph: None, use_graph: true })
         }
 
         /// Host threads do not take part in the forward pass of a CUDA engine; kept for the
@@ -2610,7 +2610,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 16. Generation and streaming — contract generate v1, realization generate/stream (ckb) ====
+// ==== 16. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -2698,15 +2698,14 @@ mod generate {
             Ok((text, stats))
         }
 
-        /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
-        /// text does not start with it, then the text (special tokens parsed).
+        /// A raw prompt's ids as `stream` evaluates them (`tokenize_prompt`).
         pub(crate) fn prompt_ids(&self, prompt: &str) -> Vec<u32> {
-            let has_bos = |b: u32| {
-                let t = self.tok.decode(&[b]);
-                !t.is_empty() && prompt.starts_with(&t)
-            };
-            let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
-            bos.into_iter().chain(self.tok.encode(prompt, true)).collect()
+            tokenize_prompt(&self.tok, prompt)
+        }
+
+        /// The tokenizer and chat template, for threads that prepare requests while the engine runs.
+        pub(crate) fn prompter(&self) -> Prompter {
+            Prompter { tok: self.tok.clone(), template: self.template.clone() }
         }
 
         /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
@@ -2773,11 +2772,7 @@ mod generate {
 
         /// Renders a conversation with the model file's chat template.
         pub fn render_chat(&self, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
-            let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
-            let t = self.template.as_ref().ok_or_else(|| rt::Error::Template(none.into()))?;
-            let text_of = |id: Option<u32>| id.map(|i| self.tok.decode(&[i])).unwrap_or_default();
-            let (bos, eos) = (text_of(self.tok.bos_id()), text_of(self.tok.eos_id()));
-            t.render(messages, add_generation_prompt, &bos, &eos)
+            render_chat_with(&self.tok, self.template.as_deref(), messages, add_generation_prompt)
         }
 
         /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
@@ -2786,10 +2781,50 @@ mod generate {
             self.stream(&prompt, p, on_text)
         }
     }
+
+    /// The engine's tokenizer and chat template, shared (both are immutable) with the threads that
+    /// turn requests into prompt ids while the engine runs: the server's connection threads.
+    #[derive(Clone)]
+    pub(crate) struct Prompter {
+        tok: std::sync::Arc<Tokenizer>,
+        template: Option<std::sync::Arc<ChatTemplate>>,
+    }
+
+    impl Prompter {
+        /// A raw prompt's ids, as `Engine::prompt_ids`.
+        pub(crate) fn ids(&self, prompt: &str) -> Vec<u32> {
+            tokenize_prompt(&self.tok, prompt)
+        }
+
+        /// A conversation's ids with the generation prompt, as `Engine::chat` evaluates it.
+        pub(crate) fn chat_ids(&self, messages: &[rt::Message]) -> rt::Result<Vec<u32>> {
+            Ok(self.ids(&render_chat_with(&self.tok, self.template.as_deref(), messages, true)?))
+        }
+    }
+
+    /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
+    /// text does not start with it, then the text (special tokens parsed).
+    fn tokenize_prompt(tok: &Tokenizer, prompt: &str) -> Vec<u32> {
+        let has_bos = |b: u32| {
+            let t = tok.decode(&[b]);
+            !t.is_empty() && prompt.starts_with(&t)
+        };
+        let bos = tok.bos_id().filter(|&b| tok.add_bos() && !has_bos(b));
+        bos.into_iter().chain(tok.encode(prompt, true)).collect()
+    }
+
+    /// Renders a conversation with the model file's chat template (`template`; None: it has none).
+    fn render_chat_with(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
+        let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
+        let t = template.ok_or_else(|| rt::Error::Template(none.into()))?;
+        let text_of = |id: Option<u32>| id.map(|i| tok.decode(&[i])).unwrap_or_default();
+        let (bos, eos) = (text_of(tok.bos_id()), text_of(tok.eos_id()));
+        t.render(messages, add_generation_prompt, &bos, &eos)
+    }
 }
 pub use generate::*;
 
-// ==== 17. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v2, realization server_openai/backend (ckb) ====
+// ==== 17. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/backend (ckb) ====
 mod server_openai {
     use super::*;
 
@@ -2799,14 +2834,10 @@ mod server_openai {
     // backend's lock; the connection threads call it concurrently).
 
     impl Engine {
-        /// Prompt tokens as `stream` evaluates them: BOS when the model file asks for it.
-        pub(crate) fn server_count(&self, text: &str) -> usize {
-            self.prompt_ids(text).len()
-        }
-
         /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving.
         pub fn server(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<rt::server::Server> {
-            rt::server::Server::bind(addr, SerialBackend(std::sync::Mutex::new(self)), cfg)
+            let prompter = self.prompter();
+            rt::server::Server::bind(addr, SerialBackend(std::sync::Mutex::new(self), prompter), cfg)
         }
 
         /// Requests the server runs at once (one: the engine has one KV cache).
@@ -2820,8 +2851,9 @@ mod server_openai {
         }
     }
 
-    /// The engine as the server's backend, one request at a time.
-    pub struct SerialBackend(std::sync::Mutex<Engine>);
+    /// The engine as the server's backend, one request at a time; prompts are counted without
+    /// waiting for it (the tokenizer is shared).
+    pub struct SerialBackend(std::sync::Mutex<Engine>, Prompter);
 
     impl SerialBackend {
         fn engine(&self) -> std::sync::MutexGuard<'_, Engine> {
@@ -2839,7 +2871,7 @@ mod server_openai {
         }
 
         fn count_tokens(&self, text: &str) -> usize {
-            self.engine().server_count(text)
+            self.1.ids(text).len()
         }
 
         fn complete(&self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
@@ -2851,9 +2883,7 @@ mod server_openai {
         }
 
         fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-            let e = self.engine();
-            let prompt = e.render_chat(messages, true).ok()?;
-            Some(e.server_count(&prompt))
+            self.1.chat_ids(messages).ok().map(|ids| ids.len())
         }
     }
 }

@@ -2424,8 +2424,8 @@ mod forward_decoder {
         pub(crate) kv: KvCache,                     // [n_layer][n_head_kv][max_seq][head_dim] f16 keys and values
         pub(crate) st: RunState,                    // [BATCH]-token activation buffers
         pub(crate) pool: Pool,                      // worker threads for the matrix products
-        pub(crate) tok: Tokenizer,                  // from the file's tokenizer.ggml.* keys
-        pub(crate) template: Option<ChatTemplate>,  // tokenizer.chat_template, when present
+        pub(crate) tok: std::sync::Arc<Tokenizer>,  // from the file's tokenizer.ggml.* keys
+        pub(crate) template: Option<std::sync::Arc<ChatTemplate>>, // tokenizer.chat_template, when present
         pub(crate) history: Vec<u32>,               // [n_past] tokens whose K/V are in `kv`
         pub(crate) slots: Vec<(KvCache, Vec<u32>)>, // KV slots 1.. of `step` (slot 0: kv, history), made on first use
     }
@@ -2451,7 +2451,7 @@ mod forward_decoder {
                     format!("{} tokens but token_embd.weight has {} rows", tok.n_vocab(), cfg.n_vocab),
                 ));
             }
-            let template = ChatTemplate::from_gguf(&gguf)?;
+            let template = ChatTemplate::from_gguf(&gguf)?.map(std::sync::Arc::new);
             // The model's trained context, or the constraints' max_seq where smaller. The cache is
             // allocated zeroed (calloc: pages come as positions fill), so a long context costs
             // memory only as it is used.
@@ -2464,7 +2464,7 @@ mod forward_decoder {
                 gguf,
                 cfg,
                 w,
-                tok,
+                tok: std::sync::Arc::new(tok),
                 template,
                 history: Vec::new(),
                 slots: Vec::new(),
@@ -3506,7 +3506,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 19. Generation and streaming — contract generate v1, realization generate/stream (ckb) ====
+// ==== 19. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -3594,15 +3594,14 @@ mod generate {
             Ok((text, stats))
         }
 
-        /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
-        /// text does not start with it, then the text (special tokens parsed).
+        /// A raw prompt's ids as `stream` evaluates them (`tokenize_prompt`).
         pub(crate) fn prompt_ids(&self, prompt: &str) -> Vec<u32> {
-            let has_bos = |b: u32| {
-                let t = self.tok.decode(&[b]);
-                !t.is_empty() && prompt.starts_with(&t)
-            };
-            let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
-            bos.into_iter().chain(self.tok.encode(prompt, true)).collect()
+            tokenize_prompt(&self.tok, prompt)
+        }
+
+        /// The tokenizer and chat template, for threads that prepare requests while the engine runs.
+        pub(crate) fn prompter(&self) -> Prompter {
+            Prompter { tok: self.tok.clone(), template: self.template.clone() }
         }
 
         /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
@@ -3669,11 +3668,7 @@ mod generate {
 
         /// Renders a conversation with the model file's chat template.
         pub fn render_chat(&self, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
-            let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
-            let t = self.template.as_ref().ok_or_else(|| rt::Error::Template(none.into()))?;
-            let text_of = |id: Option<u32>| id.map(|i| self.tok.decode(&[i])).unwrap_or_default();
-            let (bos, eos) = (text_of(self.tok.bos_id()), text_of(self.tok.eos_id()));
-            t.render(messages, add_generation_prompt, &bos, &eos)
+            render_chat_with(&self.tok, self.template.as_deref(), messages, add_generation_prompt)
         }
 
         /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
@@ -3682,22 +3677,63 @@ mod generate {
             self.stream(&prompt, p, on_text)
         }
     }
+
+    /// The engine's tokenizer and chat template, shared (both are immutable) with the threads that
+    /// turn requests into prompt ids while the engine runs: the server's connection threads.
+    #[derive(Clone)]
+    pub(crate) struct Prompter {
+        tok: std::sync::Arc<Tokenizer>,
+        template: Option<std::sync::Arc<ChatTemplate>>,
+    }
+
+    impl Prompter {
+        /// A raw prompt's ids, as `Engine::prompt_ids`.
+        pub(crate) fn ids(&self, prompt: &str) -> Vec<u32> {
+            tokenize_prompt(&self.tok, prompt)
+        }
+
+        /// A conversation's ids with the generation prompt, as `Engine::chat` evaluates it.
+        pub(crate) fn chat_ids(&self, messages: &[rt::Message]) -> rt::Result<Vec<u32>> {
+            Ok(self.ids(&render_chat_with(&self.tok, self.template.as_deref(), messages, true)?))
+        }
+    }
+
+    /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
+    /// text does not start with it, then the text (special tokens parsed).
+    fn tokenize_prompt(tok: &Tokenizer, prompt: &str) -> Vec<u32> {
+        let has_bos = |b: u32| {
+            let t = tok.decode(&[b]);
+            !t.is_empty() && prompt.starts_with(&t)
+        };
+        let bos = tok.bos_id().filter(|&b| tok.add_bos() && !has_bos(b));
+        bos.into_iter().chain(tok.encode(prompt, true)).collect()
+    }
+
+    /// Renders a conversation with the model file's chat template (`template`; None: it has none).
+    fn render_chat_with(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
+        let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
+        let t = template.ok_or_else(|| rt::Error::Template(none.into()))?;
+        let text_of = |id: Option<u32>| id.map(|i| tok.decode(&[i])).unwrap_or_default();
+        let (bos, eos) = (text_of(tok.bos_id()), text_of(tok.eos_id()));
+        t.render(messages, add_generation_prompt, &bos, &eos)
+    }
 }
 pub use generate::*;
 
-// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v2, realization server_openai/batched (ckb) ====
+// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/batched (ckb) ====
 mod server_openai {
     use super::*;
 
     // The engine behind metainfer::rt::server with continuous batching: a scheduler thread owns the
     // engine and runs every admitted request in shared steps (Engine::step: one KV slot per request,
-    // BATCH_SEQS of them; a request's tokens are bitwise what it gets alone). Each step decodes one
-    // token of every running request, each weight row read once for all of them, plus a chunk of at
-    // most one new prompt, so running streams keep flowing while a prompt is read; requests join between steps and leave at once when they end or
-    // are cancelled. Connection threads only submit requests and receive text: each has a bounded
-    // queue of pieces, and a request whose client stops reading (its queue full) is cancelled. A new
-    // request takes the free slot whose cached tokens share the longest prefix with its prompt
-    // (a system prompt, earlier turns of a chat), and only the rest of the prompt is computed.
+    // BATCH_SEQS of them). Each step decodes one token of every running request, each weight row
+    // read once for all of them, plus chunks of new prompts (SCHED_CHUNK tokens in all, oldest
+    // first), so running streams keep flowing while prompts are read; requests join between steps
+    // and leave at once when they end or are cancelled. Connection threads tokenize their requests
+    // (the tokenizer is shared: the scheduler never waits on it), submit the ids and receive text:
+    // each has a bounded queue of pieces, and a request whose client stops reading (its queue full)
+    // is cancelled. A new request takes the free slot whose cached tokens share the longest prefix
+    // with its prompt (a system prompt, earlier turns of a chat), and only the rest is computed.
 
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{mpsc, Arc};
@@ -3706,26 +3742,18 @@ mod server_openai {
     /// Pieces a request may hold queued for its connection; a full queue (a client that stopped
     /// reading) cancels the request.
     const SCHED_QUEUE: usize = 1024;
-    /// Prompt tokens a step takes of a new request: reading a prompt slows the running streams'
-    /// steps only by about what a chunk costs, and BATCH_SEQS decode tokens plus a chunk fit a batch.
+    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first): reading
+    /// prompts slows the running streams' steps only by about what a chunk costs, new requests that
+    /// arrive together share the weights' reading, and BATCH_SEQS decode tokens plus a chunk fit a
+    /// batch.
     const SCHED_CHUNK: usize = 64;
     /// How often a waiting connection thread checks that its client is still there.
     const SCHED_POLL: Duration = Duration::from_millis(20);
 
     const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
 
-    enum SchedInput {
-        Prompt(String),
-        Chat(Vec<rt::Message>),
-    }
-
-    enum SchedMsg {
-        Count(SchedInput, mpsc::Sender<Option<usize>>),
-        Gen(SchedReq),
-    }
-
     struct SchedReq {
-        input: SchedInput,
+        ids: Vec<u32>, // [n_prompt] the prompt's tokens
         params: rt::GenParams,
         out: mpsc::SyncSender<SchedEvent>,
         cancel: Arc<AtomicBool>,
@@ -3752,18 +3780,13 @@ mod server_openai {
     }
 
     impl Engine {
-        /// Prompt tokens as `stream` evaluates them: BOS when the model file asks for it.
-        pub(crate) fn server_count(&self, text: &str) -> usize {
-            self.prompt_ids(text).len()
-        }
-
         /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving; a
         /// scheduler thread takes the engine and runs up to BATCH_SEQS requests at once.
         pub fn server(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<rt::server::Server> {
-            let max_seq = self.max_seq();
+            let (max_seq, prompter) = (self.max_seq(), self.prompter());
             let (tx, rx) = mpsc::channel();
             std::thread::Builder::new().name("metainfer-scheduler".into()).spawn(move || sched_run(self, rx))?;
-            rt::server::Server::bind(addr, BatchedBackend { tx, max_seq }, cfg)
+            rt::server::Server::bind(addr, BatchedBackend { tx, max_seq, prompter }, cfg)
         }
 
         /// Requests the server runs at once (`batch`; more wait for a slot).
@@ -3775,31 +3798,23 @@ mod server_openai {
         pub fn serve(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<()> {
             self.server(addr, cfg)?.run()
         }
-
-        fn sched_ids(&self, input: &SchedInput) -> rt::Result<Vec<u32>> {
-            match input {
-                SchedInput::Prompt(p) => Ok(self.prompt_ids(p)),
-                SchedInput::Chat(m) => Ok(self.prompt_ids(&self.render_chat(m, true)?)),
-            }
-        }
     }
 
     /// The scheduler: owns the engine until every sender (the backend) is gone.
-    fn sched_run(mut eng: Engine, rx: mpsc::Receiver<SchedMsg>) {
+    fn sched_run(mut eng: Engine, rx: mpsc::Receiver<SchedReq>) {
         let mut running: Vec<SchedSeq> = Vec::new();
         let mut waiting: std::collections::VecDeque<SchedReq> = Default::default();
         let mut used = [0u64; BATCH_SEQS]; // step of each slot's last use (least recently used first)
+        // (the tokenizer shared, so a step's logits are sampled where the step left them)
+        let (tok, nv) = (eng.tok.clone(), eng.n_vocab());
         for tick in 1u64.. {
             // new messages: block while there is nothing to run
             let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
             if next.is_none() && running.is_empty() && waiting.is_empty() {
                 return; // the backend is gone
             }
-            while let Some(m) = next.take() {
-                match m {
-                    SchedMsg::Count(input, reply) => drop(reply.send(eng.sched_ids(&input).ok().map(|ids| ids.len()))),
-                    SchedMsg::Gen(req) => waiting.push_back(req),
-                }
+            while let Some(req) = next.take() {
+                waiting.push_back(req);
                 next = rx.try_recv().ok();
             }
             // cancelled requests leave at once
@@ -3807,18 +3822,16 @@ mod server_openai {
             waiting.retain(|r| !r.cancel.load(Ordering::Relaxed));
             // admit into free slots: the one sharing the longest prefix, else the least recently used
             while running.len() < BATCH_SEQS {
-                let Some(req) = waiting.pop_front() else { break };
-                let ids = match eng.sched_ids(&req.input).and_then(|ids| sched_check(&eng, &ids, &req.params).map(|_| ids)) {
-                    Ok(_) if req.params.max_tokens == 0 => {
-                        let _ = req.out.try_send(SchedEvent::Done(Ok((String::new(), rt::Stats::default()))));
-                        continue;
-                    }
-                    Ok(ids) => ids,
-                    Err(e) => {
-                        let _ = req.out.try_send(SchedEvent::Done(Err(e)));
-                        continue;
-                    }
-                };
+                let Some(mut req) = waiting.pop_front() else { break };
+                if let Err(e) = sched_check(&eng, &req.ids, &req.params) {
+                    let _ = req.out.try_send(SchedEvent::Done(Err(e)));
+                    continue;
+                }
+                if req.params.max_tokens == 0 {
+                    let _ = req.out.try_send(SchedEvent::Done(Ok((String::new(), rt::Stats::default()))));
+                    continue;
+                }
+                let ids = std::mem::take(&mut req.ids);
                 let common = |s: usize| eng.cached(s).iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
                 let free = (0..BATCH_SEQS).rev().filter(|s| running.iter().all(|r| r.slot != *s)); // (ties: the lowest)
                 let Some(slot) = free.max_by_key(|&s| (common(s), std::cmp::Reverse(used[s]))) else { break };
@@ -3830,25 +3843,29 @@ mod server_openai {
             if running.is_empty() {
                 continue;
             }
-            // the step: a token of every decoding request, then a chunk of the oldest new prompt
-            let mut order: Vec<usize> = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt).collect();
-            order.extend((0..running.len()).find(|&i| running[i].fed < running[i].n_prompt));
-            let work: Vec<Work> = order
-                .iter()
-                .map(|&i| {
-                    let s = &running[i];
-                    let end = if s.fed < s.n_prompt { (s.fed + SCHED_CHUNK).min(s.n_prompt) } else { s.fed + 1 };
-                    Work { slot: s.slot, tokens: &s.ids[s.fed..end], pos: s.fed }
-                })
-                .collect();
-            let fed: Vec<usize> = work.iter().map(|w| w.pos + w.tokens.len()).collect();
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eng.step(&work).map(|l| l.to_vec())));
+            // the step: a token of every decoding request, then chunks of new prompts (oldest first)
+            // up to SCHED_CHUNK tokens in all; (running index, fed after the step) per work
+            let decoding = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt);
+            let mut plan: Vec<(usize, usize)> = decoding.map(|i| (i, running[i].fed + 1)).collect();
+            let mut budget = SCHED_CHUNK;
+            for (i, s) in running.iter().enumerate().filter(|(_, s)| s.fed < s.n_prompt) {
+                let take = (s.n_prompt - s.fed).min(budget);
+                if take == 0 {
+                    break;
+                }
+                plan.push((i, s.fed + take));
+                budget -= take;
+            }
+            let work: Vec<Work> = plan.iter().map(|&(i, end)| (&running[i], end)).map(|(s, end)| Work { slot: s.slot, tokens: &s.ids[s.fed..end], pos: s.fed }).collect();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eng.step(&work).map(|l| l.len())));
             drop(work);
-            let mut logits = match result {
-                Ok(Ok(l)) => l,
+            let logits = match result {
+                // the step's logits, sampled where it left them (no copy)
+                Ok(Ok(n)) => &mut eng.st.logits[..n],
                 Ok(Err(e)) => {
                     // (checked at admission; a failure here ends the requests of this step)
                     let msg = e.to_string();
+                    let mut order: Vec<usize> = plan.iter().map(|p| p.0).collect();
                     order.sort_unstable();
                     for &i in order.iter().rev() {
                         let s = running.remove(i);
@@ -3865,11 +3882,10 @@ mod server_openai {
                     continue;
                 }
             };
-            let nv = eng.n_vocab();
             let mut done = Vec::new();
-            for (k, &i) in order.iter().enumerate() {
+            for (k, &(i, fed)) in plan.iter().enumerate() {
                 let s = &mut running[i];
-                s.fed = fed[k];
+                s.fed = fed;
                 used[s.slot] = tick;
                 if s.fed < s.n_prompt {
                     continue; // more of the prompt to read
@@ -3878,7 +3894,7 @@ mod server_openai {
                     s.stats.prefill_s = s.start.elapsed().as_secs_f64();
                 }
                 let id = s.sampler.sample(&mut logits[k * nv..(k + 1) * nv], &s.ids);
-                if let Some(finish) = sched_token(&eng, s, id) {
+                if let Some(finish) = sched_token(&tok, s, id) {
                     done.push((i, finish));
                 }
             }
@@ -3904,13 +3920,13 @@ mod server_openai {
     }
 
     /// A drawn token, as generate_ids handles it; Some(finish) when the request ends with it.
-    fn sched_token(eng: &Engine, s: &mut SchedSeq, id: u32) -> Option<rt::FinishReason> {
-        if s.req.params.stop_at_eos && eng.tok.is_eog(id) {
+    fn sched_token(tok: &Tokenizer, s: &mut SchedSeq, id: u32) -> Option<rt::FinishReason> {
+        if s.req.params.stop_at_eos && tok.is_eog(id) {
             return Some(rt::FinishReason::Stop);
         }
         s.ids.push(id);
         s.stats.gen_tokens += 1;
-        let piece = s.text.push(eng.tok.token_bytes(id));
+        let piece = s.text.push(tok.token_bytes(id));
         if !sched_send(s, piece) {
             return Some(rt::FinishReason::Cancelled);
         }
@@ -3945,22 +3961,17 @@ mod server_openai {
 
     /// The server's side of the scheduler: connection threads submit requests and wait for text.
     pub struct BatchedBackend {
-        tx: mpsc::Sender<SchedMsg>,
+        tx: mpsc::Sender<SchedReq>,
         max_seq: usize,
+        prompter: Prompter,
     }
 
     impl BatchedBackend {
-        fn count(&self, input: SchedInput) -> Option<usize> {
-            let (reply, answer) = mpsc::channel();
-            self.tx.send(SchedMsg::Count(input, reply)).ok()?;
-            answer.recv().ok().flatten()
-        }
-
-        fn run(&self, input: SchedInput, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        fn run(&self, ids: Vec<u32>, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
             let (out, events) = mpsc::sync_channel(SCHED_QUEUE);
             let cancel = Arc::new(AtomicBool::new(false));
-            let req = SchedReq { input, params: p.clone(), out, cancel: cancel.clone() };
-            if self.tx.send(SchedMsg::Gen(req)).is_err() {
+            let req = SchedReq { ids, params: p.clone(), out, cancel: cancel.clone() };
+            if self.tx.send(req).is_err() {
                 return Err(rt::Error::Device("the engine's scheduler thread has stopped".into()));
             }
             loop {
@@ -3996,19 +4007,19 @@ mod server_openai {
         }
 
         fn count_tokens(&self, text: &str) -> usize {
-            self.count(SchedInput::Prompt(text.to_string())).unwrap_or(0)
+            self.prompter.ids(text).len()
         }
 
         fn complete(&self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            self.run(SchedInput::Prompt(prompt.to_string()), p, on_text)
+            self.run(self.prompter.ids(prompt), p, on_text)
         }
 
         fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            self.run(SchedInput::Chat(messages.to_vec()), p, on_text)
+            self.run(self.prompter.chat_ids(messages)?, p, on_text)
         }
 
         fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-            self.count(SchedInput::Chat(messages.to_vec()))
+            self.prompter.chat_ids(messages).ok().map(|ids| ids.len())
         }
     }
 }

@@ -39,7 +39,7 @@ fn serves_the_engines_own_greedy_text() {
     let prompt = "Hello world";
     let Some(mut direct) = gate_load_or_skip(&gate_tiny_model(), "server", "tiny model loads") else { return };
     let want = direct.generate(prompt, &rt::GenParams::greedy(12)).expect("direct generation");
-    let want_prompt_tokens = direct.server_count(prompt);
+    let want_prompt_tokens = direct.prompt_ids(prompt).len();
 
     let engine = Engine::load(&gate_tiny_model()).expect("tiny model loads");
     let server = engine.server("127.0.0.1:0", rt::server::ServerConfig::default()).expect("bind loopback");

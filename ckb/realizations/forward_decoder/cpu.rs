@@ -7,8 +7,8 @@ pub struct Engine {
     pub(crate) kv: KvCache,                     // [n_layer][n_head_kv][max_seq][head_dim] f16 keys and values
     pub(crate) st: RunState,                    // [BATCH]-token activation buffers
     pub(crate) pool: Pool,                      // worker threads for the matrix products
-    pub(crate) tok: Tokenizer,                  // from the file's tokenizer.ggml.* keys
-    pub(crate) template: Option<ChatTemplate>,  // tokenizer.chat_template, when present
+    pub(crate) tok: std::sync::Arc<Tokenizer>,  // from the file's tokenizer.ggml.* keys
+    pub(crate) template: Option<std::sync::Arc<ChatTemplate>>, // tokenizer.chat_template, when present
     pub(crate) history: Vec<u32>,               // [n_past] tokens whose K/V are in `kv`
     pub(crate) slots: Vec<(KvCache, Vec<u32>)>, // KV slots 1.. of `step` (slot 0: kv, history), made on first use
 }
@@ -34,7 +34,7 @@ impl Engine {
                 format!("{} tokens but token_embd.weight has {} rows", tok.n_vocab(), cfg.n_vocab),
             ));
         }
-        let template = ChatTemplate::from_gguf(&gguf)?;
+        let template = ChatTemplate::from_gguf(&gguf)?.map(std::sync::Arc::new);
         // The model's trained context, or the constraints' max_seq where smaller. The cache is
         // allocated zeroed (calloc: pages come as positions fill), so a long context costs
         // memory only as it is used.
@@ -47,7 +47,7 @@ impl Engine {
             gguf,
             cfg,
             w,
-            tok,
+            tok: std::sync::Arc::new(tok),
             template,
             history: Vec::new(),
             slots: Vec::new(),

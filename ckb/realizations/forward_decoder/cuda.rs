@@ -257,8 +257,8 @@ pub struct Engine {
     pub(crate) dev: Device,                    // weights, activations, KV cache on the GPU
     pub(crate) max_seq: usize,                 // positions the KV cache holds
     pub(crate) logits: Vec<f32>,               // [n_vocab] the last token's logits, on the host
-    pub(crate) tok: Tokenizer,                 // from the file's tokenizer.ggml.* keys
-    pub(crate) template: Option<ChatTemplate>, // tokenizer.chat_template, when present
+    pub(crate) tok: Arc<Tokenizer>,            // from the file's tokenizer.ggml.* keys
+    pub(crate) template: Option<Arc<ChatTemplate>>, // tokenizer.chat_template, when present
     pub(crate) history: Vec<u32>,              // [n_past] tokens whose K/V are in the cache
     pub(crate) graph: Option<DecodeGraph>,     // the decode step, captured on first use
     pub(crate) use_graph: bool,                // false after a capture failed, or when asked
@@ -286,11 +286,11 @@ impl Engine {
                 format!("{} tokens but token_embd.weight has {} rows", tok.n_vocab(), cfg.n_vocab),
             ));
         }
-        let template = ChatTemplate::from_gguf(&gguf)?;
+        let template = ChatTemplate::from_gguf(&gguf)?.map(Arc::new);
         let max_seq = cfg.context_length.min(MAX_SEQ.unwrap_or(DEFAULT_MAX_SEQ));
         let gpu = Gpu::open()?;
         let dev = Device::upload(&gpu, gguf.bytes(), &cfg, &w, max_seq)?;
-        Ok(Engine { logits: vec![0.0; cfg.n_vocab], gguf, cfg, w, gpu, dev, max_seq, tok, template, history: Vec::new(), graph: None, use_graph: true })
+        Ok(Engine { logits: vec![0.0; cfg.n_vocab], gguf, cfg, w, gpu, dev, max_seq, tok: Arc::new(tok), template, history: Vec::new(), graph: None, use_graph: true })
     }
 
     /// Host threads do not take part in the forward pass of a CUDA engine; kept for the

@@ -82,15 +82,14 @@ impl Engine {
         Ok((text, stats))
     }
 
-    /// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
-    /// text does not start with it, then the text (special tokens parsed).
+    /// A raw prompt's ids as `stream` evaluates them (`tokenize_prompt`).
     pub(crate) fn prompt_ids(&self, prompt: &str) -> Vec<u32> {
-        let has_bos = |b: u32| {
-            let t = self.tok.decode(&[b]);
-            !t.is_empty() && prompt.starts_with(&t)
-        };
-        let bos = self.tok.bos_id().filter(|&b| self.tok.add_bos() && !has_bos(b));
-        bos.into_iter().chain(self.tok.encode(prompt, true)).collect()
+        tokenize_prompt(&self.tok, prompt)
+    }
+
+    /// The tokenizer and chat template, for threads that prepare requests while the engine runs.
+    pub(crate) fn prompter(&self) -> Prompter {
+        Prompter { tok: self.tok.clone(), template: self.template.clone() }
     }
 
     /// The core loop: up to `p.max_tokens` tokens after `prompt_ids`; `on_token(id, final text)` per
@@ -157,11 +156,7 @@ impl Engine {
 
     /// Renders a conversation with the model file's chat template.
     pub fn render_chat(&self, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
-        let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
-        let t = self.template.as_ref().ok_or_else(|| rt::Error::Template(none.into()))?;
-        let text_of = |id: Option<u32>| id.map(|i| self.tok.decode(&[i])).unwrap_or_default();
-        let (bos, eos) = (text_of(self.tok.bos_id()), text_of(self.tok.eos_id()));
-        t.render(messages, add_generation_prompt, &bos, &eos)
+        render_chat_with(&self.tok, self.template.as_deref(), messages, add_generation_prompt)
     }
 
     /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
@@ -169,4 +164,44 @@ impl Engine {
         let prompt = self.render_chat(messages, true)?;
         self.stream(&prompt, p, on_text)
     }
+}
+
+/// The engine's tokenizer and chat template, shared (both are immutable) with the threads that
+/// turn requests into prompt ids while the engine runs: the server's connection threads.
+#[derive(Clone)]
+pub(crate) struct Prompter {
+    tok: std::sync::Arc<Tokenizer>,
+    template: Option<std::sync::Arc<ChatTemplate>>,
+}
+
+impl Prompter {
+    /// A raw prompt's ids, as `Engine::prompt_ids`.
+    pub(crate) fn ids(&self, prompt: &str) -> Vec<u32> {
+        tokenize_prompt(&self.tok, prompt)
+    }
+
+    /// A conversation's ids with the generation prompt, as `Engine::chat` evaluates it.
+    pub(crate) fn chat_ids(&self, messages: &[rt::Message]) -> rt::Result<Vec<u32>> {
+        Ok(self.ids(&render_chat_with(&self.tok, self.template.as_deref(), messages, true)?))
+    }
+}
+
+/// A raw prompt's ids as `stream` evaluates them: BOS when the model file asks for it and the
+/// text does not start with it, then the text (special tokens parsed).
+fn tokenize_prompt(tok: &Tokenizer, prompt: &str) -> Vec<u32> {
+    let has_bos = |b: u32| {
+        let t = tok.decode(&[b]);
+        !t.is_empty() && prompt.starts_with(&t)
+    };
+    let bos = tok.bos_id().filter(|&b| tok.add_bos() && !has_bos(b));
+    bos.into_iter().chain(tok.encode(prompt, true)).collect()
+}
+
+/// Renders a conversation with the model file's chat template (`template`; None: it has none).
+fn render_chat_with(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
+    let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
+    let t = template.ok_or_else(|| rt::Error::Template(none.into()))?;
+    let text_of = |id: Option<u32>| id.map(|i| tok.decode(&[i])).unwrap_or_default();
+    let (bos, eos) = (text_of(tok.bos_id()), text_of(tok.eos_id()));
+    t.render(messages, add_generation_prompt, &bos, &eos)
 }

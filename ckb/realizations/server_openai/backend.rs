@@ -4,14 +4,10 @@
 // backend's lock; the connection threads call it concurrently).
 
 impl Engine {
-    /// Prompt tokens as `stream` evaluates them: BOS when the model file asks for it.
-    pub(crate) fn server_count(&self, text: &str) -> usize {
-        self.prompt_ids(text).len()
-    }
-
     /// The server on `addr` (port 0 picks one; see `Server::local_addr`), not yet serving.
     pub fn server(self, addr: &str, cfg: rt::server::ServerConfig) -> std::io::Result<rt::server::Server> {
-        rt::server::Server::bind(addr, SerialBackend(std::sync::Mutex::new(self)), cfg)
+        let prompter = self.prompter();
+        rt::server::Server::bind(addr, SerialBackend(std::sync::Mutex::new(self), prompter), cfg)
     }
 
     /// Requests the server runs at once (one: the engine has one KV cache).
@@ -25,8 +21,9 @@ impl Engine {
     }
 }
 
-/// The engine as the server's backend, one request at a time.
-pub struct SerialBackend(std::sync::Mutex<Engine>);
+/// The engine as the server's backend, one request at a time; prompts are counted without
+/// waiting for it (the tokenizer is shared).
+pub struct SerialBackend(std::sync::Mutex<Engine>, Prompter);
 
 impl SerialBackend {
     fn engine(&self) -> std::sync::MutexGuard<'_, Engine> {
@@ -44,7 +41,7 @@ impl rt::server::Backend for SerialBackend {
     }
 
     fn count_tokens(&self, text: &str) -> usize {
-        self.engine().server_count(text)
+        self.1.ids(text).len()
     }
 
     fn complete(&self, prompt: &str, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
@@ -56,8 +53,6 @@ impl rt::server::Backend for SerialBackend {
     }
 
     fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-        let e = self.engine();
-        let prompt = e.render_chat(messages, true).ok()?;
-        Some(e.server_count(&prompt))
+        self.1.chat_ids(messages).ok().map(|ids| ids.len())
     }
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Load test of `demo-engine serve` against `llama-server` on loopback, side by side in one run.
 
-For each number of clients (1, 4, 8, 16) and completion length (64, 256 tokens) it starts the
-clients together; each sends ROUNDS streamed /v1/completions requests one after another (its
-own prompt, temperature 0, ignore_eos so every completion has exactly the requested length)
-and the tool reports aggregate tok/s (completion tokens of all clients / wall time), time to
-first token and request latency (p50 and p99 over all requests), for our server and for
-llama-server (-np equal to the client count, same model file, threads and per-slot context).
+For each number of clients (1, 4, 8, 16) both servers run side by side (llama-server with -np
+equal to the client count, same model file, threads and per-slot context; the idle one sleeps),
+and for each completion length (64, 256 tokens) the clients start together and each sends one
+streamed /v1/completions request (its own prompt, temperature 0, ignore_eos so every completion
+has exactly the requested length) per round; the rounds alternate between the servers (ours
+first in odd rounds, llama-server first in even ones), so a slow spell of a shared machine hits
+both. Reported per server over all its rounds: aggregate tok/s (completion tokens / wall time of
+the rounds), time to first token and request latency (p50 and p99 over all requests); and the
+ratio of the aggregates with each round's own ratio beside it.
 
 Usage: scripts/bench-serve.py MODEL [THREADS] [ROUNDS]
        SOAK=SECONDS scripts/bench-serve.py MODEL [THREADS]   (our server only: 8 clients send a
@@ -103,39 +106,46 @@ def one_request(port, prompt, max_tokens):
     return (first if first is not None else time.time() - t0), time.time() - t0, (usage or pieces)
 
 
-def scenario(port, clients, length, rounds):
+def scenario(port, clients, length, rnd):
+    """One round: every client sends one request at once; (results, errors, wall seconds)."""
     results, errors = [], []
     lock = threading.Lock()
 
     def client(k):
-        for r in range(rounds):
-            try:
-                res = one_request(port, PROMPTS[(k + r * clients) % len(PROMPTS)], length)
-                with lock:
-                    results.append(res)
-            except Exception as e:  # noqa: BLE001 (reported below)
-                with lock:
-                    errors.append(str(e))
+        try:
+            res = one_request(port, PROMPTS[(k + rnd * clients) % len(PROMPTS)], length)
+            with lock:
+                results.append(res)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            with lock:
+                errors.append(str(e))
 
     t0 = time.time()
     ts = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(clients)]
     for t in ts:
         t.start()
     for t in ts:
-        t.join(REQUEST_DEADLINE_S * rounds)
+        t.join(REQUEST_DEADLINE_S)
     wall = time.time() - t0
     if errors:
         print(f"  errors ({len(errors)}): {errors[0]}", flush=True)
-    toks = sum(r[2] for r in results)
+    return results, errors, wall
+
+
+def summary(rounds):
+    """Aggregate of a server's rounds [(results, errors, wall)]."""
+    results = [r for rr in rounds for r in rr[0]]
 
     def pct(xs, p):
         xs = sorted(xs)
         return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
 
     return {
-        "tok_s": toks / wall, "ttft50": pct([r[0] for r in results], 50), "ttft99": pct([r[0] for r in results], 99),
+        "tok_s": sum(r[2] for r in results) / sum(rr[2] for rr in rounds),
+        "round_tok_s": [sum(r[2] for r in rr[0]) / rr[2] for rr in rounds],
+        "ttft50": pct([r[0] for r in results], 50), "ttft99": pct([r[0] for r in results], 99),
         "lat50": pct([r[1] for r in results], 50), "lat99": pct([r[1] for r in results], 99),
-        "n": len(results), "errors": len(errors),
+        "n": len(results), "errors": sum(len(rr[1]) for rr in rounds),
     }
 
 
@@ -226,6 +236,7 @@ def main():
     procs = []
     try:
         for c in clients:
+            ports = {}
             for who in ["ours", "llama"]:
                 if only and only != who:
                     continue
@@ -242,25 +253,34 @@ def main():
                 procs.append(p)
                 wait_ready(port, p, who)
                 one_request(port, "warm up", 4)
-                for n in lengths:
-                    r = scenario(port, c, n, rounds)
+                ports[who] = port
+            for n in lengths:
+                done = {who: [] for who in ports}
+                for rnd in range(rounds):
+                    for who in (list(ports) if rnd % 2 == 0 else list(reversed(ports))):
+                        done[who].append(scenario(ports[who], c, n, rnd))
+                for who in ports:
+                    r = summary(done[who])
                     rows.append((c, n, who, r))
                     print(f"clients={c:2} tokens={n:3} {who:5}: {r['tok_s']:6.1f} tok/s  ttft p50 {r['ttft50']:.2f}s p99 {r['ttft99']:.2f}s"
                           f"  latency p50 {r['lat50']:.2f}s p99 {r['lat99']:.2f}s  ({r['n']} requests, {r['errors']} errors)", flush=True)
-                p.terminate()
-                p.wait(timeout=30)
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+                    p.wait(timeout=30)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    print("\n| clients | tokens | ours tok/s | llama-server tok/s | ratio | ours TTFT p50/p99 s | llama TTFT p50/p99 s | ours latency p50/p99 s | llama latency p50/p99 s |")
+    print("\n| clients | tokens | ours tok/s | llama-server tok/s | ratio (each round's) | ours TTFT p50/p99 s | llama TTFT p50/p99 s | ours latency p50/p99 s | llama latency p50/p99 s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for c in clients:
         for n in lengths:
             o = next((r for (cc, nn, w, r) in rows if (cc, nn, w) == (c, n, "ours")), None)
             l = next((r for (cc, nn, w, r) in rows if (cc, nn, w) == (c, n, "llama")), None)
             f = lambda r, a, b: f"{r[a]:.2f} / {r[b]:.2f}" if r else "-"
-            ratio = f"{o['tok_s'] / l['tok_s']:.2f}x" if o and l else "-"
+            per = ", ".join(f"{a / b:.2f}" for a, b in zip(o["round_tok_s"], l["round_tok_s"])) if o and l else ""
+            ratio = f"{o['tok_s'] / l['tok_s']:.2f}x ({per})" if o and l else "-"
             print(f"| {c} | {n} | {o['tok_s'] if o else float('nan'):.1f} | {l['tok_s'] if l else float('nan'):.1f} | {ratio} | "
                   f"{f(o, 'ttft50', 'ttft99')} | {f(l, 'ttft50', 'ttft99')} | {f(o, 'lat50', 'lat99')} | {f(l, 'lat50', 'lat99')} |")
 

@@ -1969,6 +1969,7 @@ mod matvec {
             // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
             let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
             let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
+            prefetch(&data[r0 * rb..(r0 * rb + PREFETCH_AHEAD).min(r1 * rb)]);
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
@@ -1977,6 +1978,11 @@ mod matvec {
                     dec.resize_with((te - tr).div_ceil(tile_n), DecRows::default);
                     let row = |r: usize| &data[r.min(te - 1) * rb..(r.min(te - 1) + 1) * rb];
                     for (p, d) in dec.iter_mut().enumerate() {
+                        // the weights PREFETCH_AHEAD bytes past the rows decoded now, as much as they
+                        // are: a step of few tokens otherwise waits on memory here and idles it in
+                        // the dots (as matvec, a steady stream of requests rather than bursts)
+                        let (a, b) = ((tr + p * tile_n) * rb + PREFETCH_AHEAD, (tr + (p + 1) * tile_n) * rb + PREFETCH_AHEAD);
+                        prefetch(&data[a.min(r1 * rb)..b.min(r1 * rb)]);
                         let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
                         assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
                     }

@@ -320,7 +320,14 @@ fn run(cmd: Cmd) -> Result<()> {
             let mut p = GenParams::greedy(gen_tokens + 1);
             p.stop_at_eos = false;
             let (mut pps, mut tgs) = (Vec::new(), Vec::new());
-            model.generate_ids(&ids, &GenParams::greedy(2), &mut |_, _| true)?;
+            // warm-up on a short prefix: it pages in every weight, and a long prompt is not
+            // prefilled twice (scripts/bench-long.sh skips llama-bench's, a whole prefill, past
+            // 2048 tokens)
+            model.generate_ids(
+                &ids[..ids.len().min(32)],
+                &GenParams::greedy(2),
+                &mut |_, _| true,
+            )?;
             for r in 0..reps {
                 model.reset();
                 let t0 = Instant::now();

@@ -8,7 +8,8 @@
 # `demo-engine bench --prompt-tokens N`; llama.cpp: `llama-bench -p N -n 0`) and decode of 32
 # tokens right after it, at depth N (`llama-bench -p 0 -n 32 -d N`); N = 0 is decode from an
 # empty context (ours after a 1-token prompt). One run of each side per cell, alternating, so a
-# slow spell of the machine hits both. Ours also reports its peak RSS, whose growth with N is the
+# slow spell of the machine hits both. Ours also reports its peak RSS (`--no-bandwidth`: without
+# the bench's 1 GiB bandwidth probe, which was the peak of every row), whose growth with N is the
 # KV cache (allocated zeroed, so its pages count only as positions fill).
 # Env: THREADS (default "2 1"), LENGTHS (default "0 512 2048 8192 16384"), ENGINE (demo-engine's
 # --engine, default auto), LLAMA_BENCH (default the anchor build's llama-bench).
@@ -30,7 +31,7 @@ for T in $THREADS; do
     for N in $LENGTHS; do
         P=$((N > 0 ? N : 1))
         j=$(/usr/bin/time -f %M -o "$rss" "$OURS" bench --engine "${ENGINE:-auto}" --model "$MODEL" --threads "$T" \
-            --prompt-tokens "$P" --gen-tokens 32 --reps 1 --json 2>/dev/null | tail -1)
+            --prompt-tokens "$P" --gen-tokens 32 --reps 1 --json --no-bandwidth 2>/dev/null | tail -1)
         # (llama-bench's warm-up prefills the whole prompt again; past 2048 tokens it is skipped:
         # the model file is in the page cache by then, and ours warms up on 32 tokens)
         warm=$([[ $N -gt 2048 ]] && echo --no-warmup || true)

@@ -18,22 +18,23 @@
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
 //    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2)
 //    5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+avx2)
-//    6. GeGLU: the GELU (tanh form) gate of gemma's FFN, as llama.cpp computes it (geglu/scalar)
-//    7. F32 blocks and dot kernel (dot_f32/blocks+avx2)
-//    8. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2_tile+avx2)
-//    9. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2_tile+avx2)
-//   10. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_tile+avx2)
-//   11. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
-//   12. Kernel dispatch over the compiled tensor types (generated)
-//   13. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
-//   14. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
-//   15. Run state and KV cache (state_kv/f16)
-//   16. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
-//   17. Tokenizer (SentencePiece vocab with scores and byte fallback, special tokens) (tokenizer_spm/spm)
-//   18. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
-//   19. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
-//   20. Generation and streaming (generate/stream)
-//   21. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/batched)
+//    6. Prefill attention over long spans in blocks with an online softmax (flash attention) (flash_attn/lane+avx2)
+//    7. GeGLU: the GELU (tanh form) gate of gemma's FFN, as llama.cpp computes it (geglu/scalar)
+//    8. F32 blocks and dot kernel (dot_f32/blocks+avx2)
+//    9. Q4_K blocks and dot kernel (dot_q4_k/blocks+avx2_tile+avx2)
+//   10. Q5_0 blocks and dot kernel (dot_q5_0/blocks+avx2_tile+avx2)
+//   11. Q6_K blocks and dot kernel (dot_q6_k/blocks+avx2_tile+avx2)
+//   12. Q8_0 blocks and dot kernel (dot_q8_0/blocks+avx2)
+//   13. Kernel dispatch over the compiled tensor types (generated)
+//   14. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
+//   15. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
+//   16. Run state and KV cache (state_kv/f16)
+//   17. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
+//   18. Tokenizer (SentencePiece vocab with scores and byte fallback, special tokens) (tokenizer_spm/spm)
+//   19. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
+//   20. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
+//   21. Generation and streaming (generate/stream)
+//   22. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/batched)
 
 // ==== 1. Constants and configuration — generated from the plan ====
 mod header {
@@ -977,7 +978,7 @@ mod simd_avx2 {
 }
 pub use simd_avx2::*;
 
-// ==== 5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v2, realization vec_ops/lane+avx2 (ckb) ====
+// ==== 5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v3, realization vec_ops/lane+avx2 (ckb) ====
 mod vec_ops {
     use super::*;
 
@@ -985,22 +986,31 @@ mod vec_ops {
     /// on one lane: the same operations (fma where it has fma), so the same bits.
     #[inline(always)]
     pub(crate) fn ggml_expf(x: f32) -> f32 {
+        ggml_expf_lanes([x])[0]
+    }
+
+    /// `ggml_expf` of each lane without branches (every form computed, one selected, as ggml's
+    /// blends select), so that lane loops over it vectorize.
+    #[inline(always)]
+    pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
         let f = f32::from_bits;
-        let r = f(0x4b40_0000); // 0x1.8p23
-        let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
-        let n = z - r;
-        let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
-        let e = z.to_bits() << 23;
-        let k = f(e.wrapping_add(1f32.to_bits()));
-        let u = b * b;
-        let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
-        let j = p.mul_add(u, f(0x3f7f_fff6) * b);
-        if !(n.abs() > 126.0) {
-            return j.mul_add(k, k);
+        let mut out = [0.0f32; N];
+        for (o, &x) in out.iter_mut().zip(&x) {
+            let r = f(0x4b40_0000); // 0x1.8p23
+            let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
+            let n = z - r;
+            let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
+            let e = z.to_bits() << 23;
+            let k = f(e.wrapping_add(1f32.to_bits()));
+            let u = b * b;
+            let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
+            let j = p.mul_add(u, f(0x3f7f_fff6) * b);
+            let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
+            let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
+            let far = if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 };
+            *o = if !(n.abs() > 126.0) { j.mul_add(k, k) } else { far };
         }
-        let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
-        let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
-        if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
+        out
     }
 
     /// `gate = silu(gate) * up` as ggml_vec_swiglu_f32: x / (1 + expf(0 - x)), ggml's expf on the
@@ -1193,13 +1203,13 @@ mod vec_ops {
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-        let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round16_f16c);
-        head(q, hd, kv, one, widen_f16c, [k32, (scores8, accumulate_l::<8>, round16_f16c)], out)
+        let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round_f16);
+        head(q, hd, kv, one, widen_f16, [k32, (scores8, accumulate_l::<8>, round_f16)], out)
     }
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
-        heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate_l::<8>, round16_f16c), out)
+        heads::<8>(q, hd, spans, kv, widen_f16, (scores8, accumulate_l::<8>, round_f16), out)
     }
 
     // Q queries (at q, hd apart) x the n (even) rows at k: p[x * w + i] = dot::<8>(q_x, row i) *
@@ -1291,8 +1301,9 @@ mod vec_ops {
         accumulate::<L>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
     }
 
-    /// `round16` with F16C, eight values an instruction pair (round to nearest even, as `half`).
-    fn round16_f16c(x: &mut [f32]) {
+    /// `x = f32(f16(x))` with F16C, eight values an instruction pair (round to nearest even, as
+    /// `half`).
+    pub(crate) fn round_f16(x: &mut [f32]) {
         #[target_feature(enable = "avx2,f16c")]
         unsafe fn run(x8: &mut [f32]) {
             use std::arch::x86_64::*;
@@ -1309,7 +1320,7 @@ mod vec_ops {
     }
 
     /// dst = src widened to f32 (exact), eight values an F16C instruction.
-    fn widen_f16c(src: &[rt::half::f16], dst: &mut [f32]) {
+    pub(crate) fn widen_f16(src: &[rt::half::f16], dst: &mut [f32]) {
         #[target_feature(enable = "avx2,f16c")]
         unsafe fn widen(src: &[rt::half::f16], dst: &mut [f32]) {
             use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
@@ -1345,7 +1356,216 @@ mod vec_ops {
 }
 pub use vec_ops::*;
 
-// ==== 6. GeGLU: the GELU (tanh form) gate of gemma's FFN, as llama.cpp computes it — contract geglu v1, realization geglu/scalar (ckb) ====
+// ==== 6. Prefill attention over long spans in blocks with an online softmax (flash attention) — contract flash_attn v1, realization flash_attn/lane+avx2 (ckb) ====
+mod flash_attn {
+    use super::*;
+
+    /// Positions of K and V per block of `flash` (each block's rows, widened once, serve every query
+    /// of the tile); blocks start at multiples of it in the rows passed.
+    pub(crate) const FLASH_KB: usize = 64;
+
+    /// `c[a][r] += Σ_k b[a * sa + k * sk] · m[k][r]` for the rows `a` of `arows` and the lanes `r` of
+    /// `0..rp` (`c` and `m` `rp` apart; `rp` a multiple of the realization's lane count), k in order:
+    /// the tile product of `flash` (scores: a = position, k = head dim; the weighted sum: a = head
+    /// dim, k = position). Every product is of two f16 values, exact in f32, so an fma adds what
+    /// `s + b * m` adds.
+    type FlashMac = fn(&mut [f32], &[f32], usize, std::ops::Range<usize>, &[f32], (usize, usize), usize);
+
+    /// The lane form of `FlashMac`: `A` rows by `V` lanes at a time (the rows past the last whole
+    /// group of A one by one; rp a multiple of V).
+    #[inline(always)]
+    fn mac_lanes<const A: usize, const V: usize>(c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], (sa, sk): (usize, usize), nk: usize) {
+        assert!(rp % V == 0, "{rp} lanes are not whole groups of {V}");
+        let tile = |c: &mut [f32], a0: usize, na: usize| {
+            for r0 in (0..rp).step_by(V) {
+                let mut acc = [[0.0f32; V]; A];
+                (0..na).for_each(|a| acc[a].copy_from_slice(&c[(a0 + a) * rp + r0..][..V]));
+                for k in 0..nk {
+                    let mk: &[f32; V] = m[k * rp + r0..][..V].try_into().unwrap();
+                    for (a, acc) in acc.iter_mut().enumerate().take(na) {
+                        let bv = b[(a0 + a) * sa + k * sk];
+                        acc.iter_mut().zip(mk).for_each(|(s, &x)| *s += bv * x);
+                    }
+                }
+                (0..na).for_each(|a| c[(a0 + a) * rp + r0..][..V].copy_from_slice(&acc[a]));
+            }
+        };
+        let a1 = arows.start + arows.len() / A * A;
+        (arows.start..a1).step_by(A).for_each(|a0| tile(c, a0, A));
+        (a1..arows.end).for_each(|a0| tile(c, a0, 1));
+    }
+
+    /// Attention for a tile of one kv head's queries in blocks with an online softmax (flash
+    /// attention): `q` is `[spans.len()][g][hd]`, token t's g queries attend to rows `spans[t]` of
+    /// `(K, V)` (`[positions][hd]` f16; spans nondecreasing in both ends, as a prefill's are). The
+    /// queries, rounded to f16, are lanes (`qt[d][r]`, `rp` = the rows rounded up to whole groups of
+    /// `rv`, padding lanes repeating the last query's span); per block of FLASH_KB positions (at
+    /// multiples of FLASH_KB of the rows, so a query's blocks depend on its span alone), widened once
+    /// for all of them:
+    ///   s[j][r] = Σ_d qt[d][r] k[j][d] (d in order) · 1/sqrt(hd), -inf outside r's span
+    ///   m' = max(m, max_j s) ; a = expf(m - m') where m' > m, else 1
+    ///   p = f16(expf(s - m')) (0 outside the span) ; l = l·a + Σ_j p_j ; o = o·a + Σ_j p_j v_j (j in order)
+    /// and out = o / l. Every value's operations are the same whatever the lane count (realizations
+    /// differ only in how many lanes run at once), so every realization has these bits.
+    #[inline(always)]
+    fn flash(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), (widen, round): (fn(&[rt::half::f16], &mut [f32]), fn(&mut [f32])), (mac, rv): (FlashMac, usize), out: &mut [f32]) {
+        let nt = spans.len();
+        let g = q.len() / (hd * nt).max(1);
+        assert!(hd > 0 && nt > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
+        let (lo, hi) = (spans[0].start, spans[nt - 1].end);
+        assert!(hi * hd <= kh.len() && kh.len() == vh.len(), "spans up to row {hi} of {} rows", kh.len() / hd);
+        assert!(spans.windows(2).all(|w| w[0].start <= w[1].start && w[0].end <= w[1].end) && rv % 16 == 0, "spans must be nondecreasing, lanes whole groups of 16");
+        let (rows, scale) = (nt * g, 1.0 / (hd as f32).sqrt());
+        let rp = rows.div_ceil(rv) * rv;
+        let (st, en): (Vec<u32>, Vec<u32>) = (0..rp).map(|r| &spans[(r / g.max(1)).min(nt - 1)]).map(|s| (s.start as u32, s.end as u32)).unzip();
+        let mut qt = vec![0.0f32; hd * rp]; // [hd][rp]
+        for (r, qr) in q.chunks_exact(hd).enumerate() {
+            qr.iter().enumerate().for_each(|(d, &v)| qt[d * rp + r] = v);
+        }
+        round(&mut qt);
+        // per lane: max, sum of weights, weighted sum of values ([hd][rp])
+        let (mut m, mut l, mut ot) = (vec![f32::NEG_INFINITY; rp], vec![0.0f32; rp], vec![0.0f32; hd * rp]);
+        let (mut s, mut kr, mut vr, mut a) = (vec![0.0f32; FLASH_KB * rp], vec![0.0f32; FLASH_KB * hd], vec![0.0f32; FLASH_KB * hd], vec![0.0f32; rp]);
+        // 16 lanes of a slice as an array, and back (loads and stores of whole groups, so that
+        // the lane loops vectorize)
+        fn get(x: &[f32], at: usize) -> [f32; 16] {
+            x[at..at + 16].try_into().unwrap()
+        }
+        fn put(x: &mut [f32], at: usize, v: [f32; 16]) {
+            x[at..at + 16].copy_from_slice(&v)
+        }
+        for b in (lo / FLASH_KB * FLASH_KB..hi).step_by(FLASH_KB) {
+            let nb = (hi - b).min(FLASH_KB);
+            widen(&kh[b * hd..(b + nb) * hd], &mut kr[..nb * hd]);
+            widen(&vh[b * hd..(b + nb) * hd], &mut vr[..nb * hd]);
+            let s = &mut s[..nb * rp];
+            s.iter_mut().for_each(|v| *v = 0.0);
+            mac(s, &qt, rp, 0..nb, &kr, (hd, 1), hd);
+            // the scaled scores in each lane's span (else -inf), and their max with m into `a`
+            let full = st.iter().zip(&en).all(|(&a, &e)| a as usize <= b && e as usize >= b + nb);
+            a.copy_from_slice(&m);
+            for j in 0..nb {
+                let p = (b + j) as u32;
+                for c in (0..rp).step_by(16) {
+                    let (mut v, mut mx, s16, e16) = (get(s, j * rp + c), get(&a, c), &st[c..c + 16], &en[c..c + 16]);
+                    for i in 0..16 {
+                        v[i] = if full || (p >= s16[i]) & (p < e16[i]) { v[i] * scale } else { f32::NEG_INFINITY };
+                        mx[i] = if v[i] > mx[i] { v[i] } else { mx[i] };
+                    }
+                    put(s, j * rp + c, v);
+                    put(&mut a, c, mx);
+                }
+            }
+            // a = the rescale of what is summed so far (1 where the max stays); m = the new max
+            for c in (0..rp).step_by(16) {
+                let (mut mx, mut mm, mut ll, mut d) = (get(&a, c), get(&m, c), get(&l, c), [0.0f32; 16]);
+                (0..16).for_each(|i| d[i] = mm[i] - mx[i]);
+                let e = ggml_expf_lanes(d);
+                for i in 0..16 {
+                    let grew = mx[i] > mm[i];
+                    mm[i] = if grew { mx[i] } else { mm[i] };
+                    mx[i] = if grew { e[i] } else { 1.0 };
+                    ll[i] *= mx[i];
+                }
+                put(&mut a, c, mx);
+                put(&mut m, c, mm);
+                put(&mut l, c, ll);
+            }
+            if a.iter().any(|&x| x != 1.0) {
+                for d in 0..hd {
+                    for c in (0..rp).step_by(16) {
+                        let (mut o, x) = (get(&ot, d * rp + c), get(&a, c));
+                        (0..16).for_each(|i| o[i] *= x[i]);
+                        put(&mut ot, d * rp + c, o);
+                    }
+                }
+            }
+            // p = f16(expf(s - m)) (0 outside the span), summed into l in position order
+            for j in 0..nb {
+                for c in (0..rp).step_by(16) {
+                    let (v, mm, mut d) = (get(s, j * rp + c), get(&m, c), [0.0f32; 16]);
+                    (0..16).for_each(|i| d[i] = v[i] - mm[i]);
+                    let e = ggml_expf_lanes(d);
+                    (0..16).for_each(|i| d[i] = if v[i] > f32::NEG_INFINITY { e[i] } else { 0.0 });
+                    put(s, j * rp + c, d);
+                }
+            }
+            round(s);
+            for j in 0..nb {
+                for c in (0..rp).step_by(16) {
+                    let (v, mut ll) = (get(s, j * rp + c), get(&l, c));
+                    (0..16).for_each(|i| ll[i] += v[i]);
+                    put(&mut l, c, ll);
+                }
+            }
+            mac(&mut ot, s, rp, 0..hd, &vr, (1, hd), nb);
+        }
+        for (r, o) in out.chunks_exact_mut(hd).enumerate() {
+            o.iter_mut().enumerate().for_each(|(d, o)| *o = ot[d * rp + r] / l[r]);
+        }
+    }
+
+    /// `attend_flash` by the lane forms alone (one row at a time, `half`'s conversions): the gates'
+    /// reference for the realizations' kernels (their bits must be these).
+    #[cfg(test)]
+    pub(crate) fn attend_flash_lanes(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+        let round = |x: &mut [f32]| x.iter_mut().for_each(|v| *v = rt::half::f16::from_f32(*v).to_f32());
+        flash(q, hd, spans, kv, (widen, round), (mac_lanes::<1, 16>, 16), out)
+    }
+
+    // The tile product with AVX2 and FMA; the rest of `flash` is the lane code compiled with AVX2 and
+    // FMA enabled (vectorized 8-wide), the f16 conversions vec_ops' F16C ones.
+
+    // A rows by 16 lanes (two registers) of the tile product: acc += b · m[k] by fma, k in order.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn mac_tile_avx2<const A: usize>(c: *mut f32, m: *const f32, rp: usize, b: *const f32, (sa, sk): (usize, usize), nk: usize) {
+        use std::arch::x86_64::*;
+        let mut acc: [[__m256; 2]; A] = std::array::from_fn(|a| [_mm256_loadu_ps(c.add(a * rp)), _mm256_loadu_ps(c.add(a * rp + 8))]);
+        for k in 0..nk {
+            let mk = [_mm256_loadu_ps(m.add(k * rp)), _mm256_loadu_ps(m.add(k * rp + 8))];
+            for (a, acc) in acc.iter_mut().enumerate() {
+                let bv = _mm256_broadcast_ss(&*b.add(a * sa + k * sk));
+                acc.iter_mut().zip(mk).for_each(|(s, x)| *s = _mm256_fmadd_ps(bv, x, *s));
+            }
+        }
+        for (a, acc) in acc.iter().enumerate() {
+            acc.iter().enumerate().for_each(|(z, v)| _mm256_storeu_ps(c.add(a * rp + 8 * z), *v));
+        }
+    }
+
+    /// `mac_lanes` with its bits: four rows by 16 lanes at a time (mac_tile_avx2), the rows past the
+    /// last group of four one by one.
+    fn mac_avx2(c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], (sa, sk): (usize, usize), nk: usize) {
+        assert!(rp % 16 == 0 && c.len() >= arows.end * rp && m.len() >= nk * rp && (arows.is_empty() || nk == 0 || (arows.end - 1) * sa + (nk - 1) * sk < b.len()), "a tile product of rows {arows:?} x {rp} lanes x {nk} out of its slices");
+        let a1 = arows.start + arows.len() / 4 * 4;
+        for (a0, na) in (arows.start..a1).step_by(4).map(|a| (a, 4)).chain((a1..arows.end).map(|a| (a, 1))) {
+            for r0 in (0..rp).step_by(16) {
+                let (c, m, b) = (c[a0 * rp + r0..].as_mut_ptr(), m[r0..].as_ptr(), b[a0 * sa..].as_ptr());
+                // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded;
+                // the loads and stores are of 8 lanes at r0 + 8z < rp in rows a0.. < arows.end of `c`
+                // and rows k < nk of `m`, the broadcasts at (a0 + a) * sa + k * sk < b.len() (all
+                // checked above).
+                unsafe { if na == 4 { mac_tile_avx2::<4>(c, m, rp, b, (sa, sk), nk) } else { mac_tile_avx2::<1>(c, m, rp, b, (sa, sk), nk) } }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn attend_flash_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+        flash(q, hd, spans, kv, (widen_f16, round_f16), (mac_avx2, 16), out)
+    }
+
+    /// A tile of one kv head's queries over their spans in blocks with an online softmax (`flash`):
+    /// `q` `[spans.len()][g][hd]`, token t's g queries over rows `spans[t]` of `kv`.
+    pub(crate) fn attend_flash(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+        // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+        unsafe { attend_flash_avx2(q, hd, spans, kv, out) }
+    }
+}
+pub use flash_attn::*;
+
+// ==== 7. GeGLU: the GELU (tanh form) gate of gemma's FFN, as llama.cpp computes it — contract geglu v1, realization geglu/scalar (ckb) ====
 mod geglu {
     use super::*;
 
@@ -1379,7 +1599,7 @@ mod geglu {
 }
 pub use geglu::*;
 
-// ==== 7. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
+// ==== 8. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+avx2 (ckb) ====
 mod dot_f32 {
     use super::*;
 
@@ -1446,7 +1666,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 9. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1724,7 +1944,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 10. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1943,7 +2163,7 @@ mod dot_q5_0 {
 }
 pub use dot_q5_0::*;
 
-// ==== 10. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 11. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -2166,7 +2386,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 11. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+avx2 (ckb) ====
+// ==== 12. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+avx2 (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -2300,7 +2520,7 @@ mod dot_q8_0 {
 }
 pub use dot_q8_0::*;
 
-// ==== 12. Kernel dispatch over the compiled tensor types — generated from the plan ====
+// ==== 13. Kernel dispatch over the compiled tensor types — generated from the plan ====
 mod dispatch {
     use super::*;
 
@@ -2424,7 +2644,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 13. Thread pool, matrix-vector and batched matrix products — contract matvec v4, realization matvec/threaded (ckb) ====
+// ==== 14. Thread pool, matrix-vector and batched matrix products — contract matvec v4, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -2865,7 +3085,7 @@ mod matvec {
 }
 pub use matvec::*;
 
-// ==== 14. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
+// ==== 15. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
 mod weights_decoder {
     use super::*;
 
@@ -3127,7 +3347,7 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 15. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
+// ==== 16. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
 mod state_kv {
     use super::*;
 
@@ -3230,7 +3450,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 16. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v2, realization forward_decoder/cpu (ckb) ====
+// ==== 17. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v3, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 
@@ -3612,9 +3832,14 @@ mod forward_decoder {
     /// ggml_vec_dot_f16). A one-token work: a task per group of the heads sharing a kv head (`attend`,
     /// its rows widened once for them; groups sized so that every thread has one); a longer work:
     /// tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the tile's
-    /// queries of every head sharing it in one `attend_many`. All works' tasks in one pool job.
+    /// queries of every head sharing it in one `attend_many` — or, for the tile's queries that attend
+    /// to more than FLASH_FROM positions, in one `attend_flash` (blocks with an online softmax: not
+    /// llama.cpp's order, within flash_attn's tolerance of it; a query's choice depends on its span
+    /// alone). All works' tasks in one pool job.
     fn attention(pool: &Pool, kvs: &[&KvCache], work: &[Work], layer: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         const ATT_TILE: usize = 4;
+        // spans up to this many positions in llama.cpp's order (perplexity at -c 512 stays its bits)
+        const FLASH_FROM: usize = 512;
         type Out<'a> = std::sync::Mutex<&'a mut [f32]>;
         let (hd, qd, g) = (c.head_dim, c.q_dim, c.n_head / c.n_head_kv);
         let n_one = work.iter().filter(|wk| wk.tokens.len() == 1).count();
@@ -3654,10 +3879,21 @@ mod forward_decoder {
             let lo = (pos + t0 + 1).saturating_sub(window);
             let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).map(|t| (pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo).collect();
             let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
+            // the tokens attending to more than FLASH_FROM positions (a suffix: spans grow) by blocks
+            let e = spans.partition_point(|s| s.len() <= FLASH_FROM);
             for kh in 0..c.n_head_kv {
                 let at = |t: usize| (t0 + t) * qd + kh * g * hd..(t0 + t) * qd + (kh + 1) * g * hd;
                 (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
-                attend_many(&qs, hd, &spans, kvs[*i].head(layer, kh, lo, pos + t0 + tn), &mut os);
+                let ((qa, qb), (oa, ob)) = (qs.split_at(e * g * hd), os.split_at_mut(e * g * hd));
+                if e > 0 {
+                    attend_many(qa, hd, &spans[..e], kvs[*i].head(layer, kh, lo, pos + t0 + tn), oa);
+                }
+                if e < tn {
+                    // rows from a multiple of FLASH_KB (a query's blocks are then its span's alone)
+                    let base = (lo + spans[e].start) / FLASH_KB * FLASH_KB;
+                    let fs: Vec<std::ops::Range<usize>> = spans[e..].iter().map(|s| s.start + lo - base..s.end + lo - base).collect();
+                    attend_flash(qb, hd, &fs, kvs[*i].head(layer, kh, base, pos + t0 + tn), ob);
+                }
                 (0..tn).for_each(|t| out[at(t).start - t0 * qd..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
             }
         });
@@ -3675,7 +3911,7 @@ mod forward_decoder {
 }
 pub use forward_decoder::*;
 
-// ==== 17. Tokenizer (SentencePiece vocab with scores and byte fallback, special tokens) — contract tokenizer_spm v1, realization tokenizer_spm/spm (ckb) ====
+// ==== 18. Tokenizer (SentencePiece vocab with scores and byte fallback, special tokens) — contract tokenizer_spm v1, realization tokenizer_spm/spm (ckb) ====
 mod tokenizer_spm {
     use super::*;
 
@@ -4028,7 +4264,7 @@ mod tokenizer_spm {
 }
 pub use tokenizer_spm::*;
 
-// ==== 18. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
+// ==== 19. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -4149,7 +4385,7 @@ mod chat_template {
 }
 pub use chat_template::*;
 
-// ==== 19. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
+// ==== 20. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
 mod sampler {
     use super::*;
 
@@ -4325,7 +4561,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 20. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
+// ==== 21. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -4539,7 +4775,7 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 21. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/batched (ckb) ====
+// ==== 22. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/batched (ckb) ====
 mod server_openai {
     use super::*;
 

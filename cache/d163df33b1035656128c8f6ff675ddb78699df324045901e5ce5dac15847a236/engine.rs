@@ -17,21 +17,22 @@
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
 //    4. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+scalar)
-//    5. F32 blocks and dot kernel (dot_f32/blocks+scalar)
-//    6. Q4_K blocks and dot kernel (dot_q4_k/blocks+scalar)
-//    7. Q5_0 blocks and dot kernel (dot_q5_0/blocks+scalar)
-//    8. Q6_K blocks and dot kernel (dot_q6_k/blocks+scalar)
-//    9. Q8_0 blocks and dot kernel (dot_q8_0/blocks+scalar)
-//   10. Kernel dispatch over the compiled tensor types (generated)
-//   11. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
-//   12. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
-//   13. Run state and KV cache (state_kv/f16)
-//   14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
-//   15. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
-//   16. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
-//   17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
-//   18. Generation and streaming (generate/stream)
-//   19. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/batched)
+//    5. Prefill attention over long spans in blocks with an online softmax (flash attention) (flash_attn/lane+scalar)
+//    6. F32 blocks and dot kernel (dot_f32/blocks+scalar)
+//    7. Q4_K blocks and dot kernel (dot_q4_k/blocks+scalar)
+//    8. Q5_0 blocks and dot kernel (dot_q5_0/blocks+scalar)
+//    9. Q6_K blocks and dot kernel (dot_q6_k/blocks+scalar)
+//   10. Q8_0 blocks and dot kernel (dot_q8_0/blocks+scalar)
+//   11. Kernel dispatch over the compiled tensor types (generated)
+//   12. Thread pool, matrix-vector and batched matrix products (matvec/threaded)
+//   13. Weights (the family's tensors located in the mapped file) (weights_decoder/gguf)
+//   14. Run state and KV cache (state_kv/f16)
+//   15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cpu)
+//   16. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) (tokenizer_bpe/gpt2)
+//   17. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
+//   18. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
+//   19. Generation and streaming (generate/stream)
+//   20. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/batched)
 
 // ==== 1. Constants and configuration — generated from the plan ====
 mod header {
@@ -819,7 +820,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v2, realization vec_ops/lane+scalar (ckb) ====
+// ==== 4. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention — contract vec_ops v3, realization vec_ops/lane+scalar (ckb) ====
 mod vec_ops {
     use super::*;
 
@@ -827,22 +828,31 @@ mod vec_ops {
     /// on one lane: the same operations (fma where it has fma), so the same bits.
     #[inline(always)]
     pub(crate) fn ggml_expf(x: f32) -> f32 {
+        ggml_expf_lanes([x])[0]
+    }
+
+    /// `ggml_expf` of each lane without branches (every form computed, one selected, as ggml's
+    /// blends select), so that lane loops over it vectorize.
+    #[inline(always)]
+    pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
         let f = f32::from_bits;
-        let r = f(0x4b40_0000); // 0x1.8p23
-        let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
-        let n = z - r;
-        let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
-        let e = z.to_bits() << 23;
-        let k = f(e.wrapping_add(1f32.to_bits()));
-        let u = b * b;
-        let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
-        let j = p.mul_add(u, f(0x3f7f_fff6) * b);
-        if !(n.abs() > 126.0) {
-            return j.mul_add(k, k);
+        let mut out = [0.0f32; N];
+        for (o, &x) in out.iter_mut().zip(&x) {
+            let r = f(0x4b40_0000); // 0x1.8p23
+            let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
+            let n = z - r;
+            let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
+            let e = z.to_bits() << 23;
+            let k = f(e.wrapping_add(1f32.to_bits()));
+            let u = b * b;
+            let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
+            let j = p.mul_add(u, f(0x3f7f_fff6) * b);
+            let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
+            let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
+            let far = if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 };
+            *o = if !(n.abs() > 126.0) { j.mul_add(k, k) } else { far };
         }
-        let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
-        let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
-        if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
+        out
     }
 
     /// `gate = silu(gate) * up` as ggml_vec_swiglu_f32: x / (1 + expf(0 - x)), ggml's expf on the
@@ -1033,20 +1043,194 @@ mod vec_ops {
 
     /// One head's attention, bitwise llama.cpp's (`head`; `one`: a single token); `kv` = the head's (K, V), `[positions][head_dim]` each.
     pub(crate) fn attend(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        head(q, hd, kv, one, widen, LANE_FORMS, out)
+        head(q, hd, kv, one, widen_f16, LANE_FORMS, out)
     }
 
     /// A batch's attention over one kv head's rows (`heads`): `q` `[spans.len()][g][hd]`, token t's
     /// g queries over rows `spans[t]`; each query's output bitwise `attend(q, its rows, false, ..)`.
     pub(crate) fn attend_many(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
-        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
-        heads::<8>(q, hd, spans, kv, widen, LANE_FORMS[1], out)
+        heads::<8>(q, hd, spans, kv, widen_f16, LANE_FORMS[1], out)
+    }
+
+    /// `x = f32(f16(x))` (round to nearest even), value by value.
+    pub(crate) fn round_f16(x: &mut [f32]) {
+        round16(x)
+    }
+
+    /// dst = src widened to f32 (exact).
+    pub(crate) fn widen_f16(src: &[rt::half::f16], dst: &mut [f32]) {
+        <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice(src, dst)
     }
 }
 pub use vec_ops::*;
 
-// ==== 5. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+scalar (ckb) ====
+// ==== 5. Prefill attention over long spans in blocks with an online softmax (flash attention) — contract flash_attn v1, realization flash_attn/lane+scalar (ckb) ====
+mod flash_attn {
+    use super::*;
+
+    /// Positions of K and V per block of `flash` (each block's rows, widened once, serve every query
+    /// of the tile); blocks start at multiples of it in the rows passed.
+    pub(crate) const FLASH_KB: usize = 64;
+
+    /// `c[a][r] += Σ_k b[a * sa + k * sk] · m[k][r]` for the rows `a` of `arows` and the lanes `r` of
+    /// `0..rp` (`c` and `m` `rp` apart; `rp` a multiple of the realization's lane count), k in order:
+    /// the tile product of `flash` (scores: a = position, k = head dim; the weighted sum: a = head
+    /// dim, k = position). Every product is of two f16 values, exact in f32, so an fma adds what
+    /// `s + b * m` adds.
+    type FlashMac = fn(&mut [f32], &[f32], usize, std::ops::Range<usize>, &[f32], (usize, usize), usize);
+
+    /// The lane form of `FlashMac`: `A` rows by `V` lanes at a time (the rows past the last whole
+    /// group of A one by one; rp a multiple of V).
+    #[inline(always)]
+    fn mac_lanes<const A: usize, const V: usize>(c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], (sa, sk): (usize, usize), nk: usize) {
+        assert!(rp % V == 0, "{rp} lanes are not whole groups of {V}");
+        let tile = |c: &mut [f32], a0: usize, na: usize| {
+            for r0 in (0..rp).step_by(V) {
+                let mut acc = [[0.0f32; V]; A];
+                (0..na).for_each(|a| acc[a].copy_from_slice(&c[(a0 + a) * rp + r0..][..V]));
+                for k in 0..nk {
+                    let mk: &[f32; V] = m[k * rp + r0..][..V].try_into().unwrap();
+                    for (a, acc) in acc.iter_mut().enumerate().take(na) {
+                        let bv = b[(a0 + a) * sa + k * sk];
+                        acc.iter_mut().zip(mk).for_each(|(s, &x)| *s += bv * x);
+                    }
+                }
+                (0..na).for_each(|a| c[(a0 + a) * rp + r0..][..V].copy_from_slice(&acc[a]));
+            }
+        };
+        let a1 = arows.start + arows.len() / A * A;
+        (arows.start..a1).step_by(A).for_each(|a0| tile(c, a0, A));
+        (a1..arows.end).for_each(|a0| tile(c, a0, 1));
+    }
+
+    /// Attention for a tile of one kv head's queries in blocks with an online softmax (flash
+    /// attention): `q` is `[spans.len()][g][hd]`, token t's g queries attend to rows `spans[t]` of
+    /// `(K, V)` (`[positions][hd]` f16; spans nondecreasing in both ends, as a prefill's are). The
+    /// queries, rounded to f16, are lanes (`qt[d][r]`, `rp` = the rows rounded up to whole groups of
+    /// `rv`, padding lanes repeating the last query's span); per block of FLASH_KB positions (at
+    /// multiples of FLASH_KB of the rows, so a query's blocks depend on its span alone), widened once
+    /// for all of them:
+    ///   s[j][r] = Σ_d qt[d][r] k[j][d] (d in order) · 1/sqrt(hd), -inf outside r's span
+    ///   m' = max(m, max_j s) ; a = expf(m - m') where m' > m, else 1
+    ///   p = f16(expf(s - m')) (0 outside the span) ; l = l·a + Σ_j p_j ; o = o·a + Σ_j p_j v_j (j in order)
+    /// and out = o / l. Every value's operations are the same whatever the lane count (realizations
+    /// differ only in how many lanes run at once), so every realization has these bits.
+    #[inline(always)]
+    fn flash(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], (kh, vh): (&[rt::half::f16], &[rt::half::f16]), (widen, round): (fn(&[rt::half::f16], &mut [f32]), fn(&mut [f32])), (mac, rv): (FlashMac, usize), out: &mut [f32]) {
+        let nt = spans.len();
+        let g = q.len() / (hd * nt).max(1);
+        assert!(hd > 0 && nt > 0 && q.len() == nt * g * hd && out.len() == q.len(), "{nt} tokens of {hd}-value heads: q of {} and out of {} values", q.len(), out.len());
+        let (lo, hi) = (spans[0].start, spans[nt - 1].end);
+        assert!(hi * hd <= kh.len() && kh.len() == vh.len(), "spans up to row {hi} of {} rows", kh.len() / hd);
+        assert!(spans.windows(2).all(|w| w[0].start <= w[1].start && w[0].end <= w[1].end) && rv % 16 == 0, "spans must be nondecreasing, lanes whole groups of 16");
+        let (rows, scale) = (nt * g, 1.0 / (hd as f32).sqrt());
+        let rp = rows.div_ceil(rv) * rv;
+        let (st, en): (Vec<u32>, Vec<u32>) = (0..rp).map(|r| &spans[(r / g.max(1)).min(nt - 1)]).map(|s| (s.start as u32, s.end as u32)).unzip();
+        let mut qt = vec![0.0f32; hd * rp]; // [hd][rp]
+        for (r, qr) in q.chunks_exact(hd).enumerate() {
+            qr.iter().enumerate().for_each(|(d, &v)| qt[d * rp + r] = v);
+        }
+        round(&mut qt);
+        // per lane: max, sum of weights, weighted sum of values ([hd][rp])
+        let (mut m, mut l, mut ot) = (vec![f32::NEG_INFINITY; rp], vec![0.0f32; rp], vec![0.0f32; hd * rp]);
+        let (mut s, mut kr, mut vr, mut a) = (vec![0.0f32; FLASH_KB * rp], vec![0.0f32; FLASH_KB * hd], vec![0.0f32; FLASH_KB * hd], vec![0.0f32; rp]);
+        // 16 lanes of a slice as an array, and back (loads and stores of whole groups, so that
+        // the lane loops vectorize)
+        fn get(x: &[f32], at: usize) -> [f32; 16] {
+            x[at..at + 16].try_into().unwrap()
+        }
+        fn put(x: &mut [f32], at: usize, v: [f32; 16]) {
+            x[at..at + 16].copy_from_slice(&v)
+        }
+        for b in (lo / FLASH_KB * FLASH_KB..hi).step_by(FLASH_KB) {
+            let nb = (hi - b).min(FLASH_KB);
+            widen(&kh[b * hd..(b + nb) * hd], &mut kr[..nb * hd]);
+            widen(&vh[b * hd..(b + nb) * hd], &mut vr[..nb * hd]);
+            let s = &mut s[..nb * rp];
+            s.iter_mut().for_each(|v| *v = 0.0);
+            mac(s, &qt, rp, 0..nb, &kr, (hd, 1), hd);
+            // the scaled scores in each lane's span (else -inf), and their max with m into `a`
+            let full = st.iter().zip(&en).all(|(&a, &e)| a as usize <= b && e as usize >= b + nb);
+            a.copy_from_slice(&m);
+            for j in 0..nb {
+                let p = (b + j) as u32;
+                for c in (0..rp).step_by(16) {
+                    let (mut v, mut mx, s16, e16) = (get(s, j * rp + c), get(&a, c), &st[c..c + 16], &en[c..c + 16]);
+                    for i in 0..16 {
+                        v[i] = if full || (p >= s16[i]) & (p < e16[i]) { v[i] * scale } else { f32::NEG_INFINITY };
+                        mx[i] = if v[i] > mx[i] { v[i] } else { mx[i] };
+                    }
+                    put(s, j * rp + c, v);
+                    put(&mut a, c, mx);
+                }
+            }
+            // a = the rescale of what is summed so far (1 where the max stays); m = the new max
+            for c in (0..rp).step_by(16) {
+                let (mut mx, mut mm, mut ll, mut d) = (get(&a, c), get(&m, c), get(&l, c), [0.0f32; 16]);
+                (0..16).for_each(|i| d[i] = mm[i] - mx[i]);
+                let e = ggml_expf_lanes(d);
+                for i in 0..16 {
+                    let grew = mx[i] > mm[i];
+                    mm[i] = if grew { mx[i] } else { mm[i] };
+                    mx[i] = if grew { e[i] } else { 1.0 };
+                    ll[i] *= mx[i];
+                }
+                put(&mut a, c, mx);
+                put(&mut m, c, mm);
+                put(&mut l, c, ll);
+            }
+            if a.iter().any(|&x| x != 1.0) {
+                for d in 0..hd {
+                    for c in (0..rp).step_by(16) {
+                        let (mut o, x) = (get(&ot, d * rp + c), get(&a, c));
+                        (0..16).for_each(|i| o[i] *= x[i]);
+                        put(&mut ot, d * rp + c, o);
+                    }
+                }
+            }
+            // p = f16(expf(s - m)) (0 outside the span), summed into l in position order
+            for j in 0..nb {
+                for c in (0..rp).step_by(16) {
+                    let (v, mm, mut d) = (get(s, j * rp + c), get(&m, c), [0.0f32; 16]);
+                    (0..16).for_each(|i| d[i] = v[i] - mm[i]);
+                    let e = ggml_expf_lanes(d);
+                    (0..16).for_each(|i| d[i] = if v[i] > f32::NEG_INFINITY { e[i] } else { 0.0 });
+                    put(s, j * rp + c, d);
+                }
+            }
+            round(s);
+            for j in 0..nb {
+                for c in (0..rp).step_by(16) {
+                    let (v, mut ll) = (get(s, j * rp + c), get(&l, c));
+                    (0..16).for_each(|i| ll[i] += v[i]);
+                    put(&mut l, c, ll);
+                }
+            }
+            mac(&mut ot, s, rp, 0..hd, &vr, (1, hd), nb);
+        }
+        for (r, o) in out.chunks_exact_mut(hd).enumerate() {
+            o.iter_mut().enumerate().for_each(|(d, o)| *o = ot[d * rp + r] / l[r]);
+        }
+    }
+
+    /// `attend_flash` by the lane forms alone (one row at a time, `half`'s conversions): the gates'
+    /// reference for the realizations' kernels (their bits must be these).
+    #[cfg(test)]
+    pub(crate) fn attend_flash_lanes(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+        let widen = <[rt::half::f16] as rt::half::slice::HalfFloatSliceExt>::convert_to_f32_slice;
+        let round = |x: &mut [f32]| x.iter_mut().for_each(|v| *v = rt::half::f16::from_f32(*v).to_f32());
+        flash(q, hd, spans, kv, (widen, round), (mac_lanes::<1, 16>, 16), out)
+    }
+
+    /// A tile of one kv head's queries over their spans in blocks with an online softmax (`flash`):
+    /// `q` `[spans.len()][g][hd]`, token t's g queries over rows `spans[t]` of `kv`.
+    pub(crate) fn attend_flash(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+        flash(q, hd, spans, kv, (widen_f16, round_f16), (mac_lanes::<4, 16>, 16), out)
+    }
+}
+pub use flash_attn::*;
+
+// ==== 6. F32 blocks and dot kernel — contract dot_f32 v1, realization dot_f32/blocks+scalar (ckb) ====
 mod dot_f32 {
     use super::*;
 
@@ -1077,7 +1261,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 6. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+scalar (ckb) ====
+// ==== 7. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+scalar (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1189,7 +1373,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 7. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+scalar (ckb) ====
+// ==== 8. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+scalar (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -1311,7 +1495,7 @@ mod dot_q5_0 {
 }
 pub use dot_q5_0::*;
 
-// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+scalar (ckb) ====
+// ==== 9. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+scalar (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1407,7 +1591,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+scalar (ckb) ====
+// ==== 10. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+scalar (ckb) ====
 mod dot_q8_0 {
     use super::*;
 
@@ -1471,7 +1655,7 @@ mod dot_q8_0 {
 }
 pub use dot_q8_0::*;
 
-// ==== 10. Kernel dispatch over the compiled tensor types — generated from the plan ====
+// ==== 11. Kernel dispatch over the compiled tensor types — generated from the plan ====
 mod dispatch {
     use super::*;
 
@@ -1577,7 +1761,7 @@ mod dispatch {
 }
 pub use dispatch::*;
 
-// ==== 11. Thread pool, matrix-vector and batched matrix products — contract matvec v4, realization matvec/threaded (ckb) ====
+// ==== 12. Thread pool, matrix-vector and batched matrix products — contract matvec v4, realization matvec/threaded (ckb) ====
 mod matvec {
     use super::*;
 
@@ -2018,7 +2202,7 @@ mod matvec {
 }
 pub use matvec::*;
 
-// ==== 12. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
+// ==== 13. Weights (the family's tensors located in the mapped file) — contract weights_decoder v1, realization weights_decoder/gguf (ckb) ====
 mod weights_decoder {
     use super::*;
 
@@ -2280,7 +2464,7 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 13. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
+// ==== 14. Run state and KV cache — contract state_kv v1, realization state_kv/f16 (ckb) ====
 mod state_kv {
     use super::*;
 
@@ -2383,7 +2567,7 @@ mod state_kv {
 }
 pub use state_kv::*;
 
-// ==== 14. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v2, realization forward_decoder/cpu (ckb) ====
+// ==== 15. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v3, realization forward_decoder/cpu (ckb) ====
 mod forward_decoder {
     use super::*;
 
@@ -2765,9 +2949,14 @@ mod forward_decoder {
     /// ggml_vec_dot_f16). A one-token work: a task per group of the heads sharing a kv head (`attend`,
     /// its rows widened once for them; groups sized so that every thread has one); a longer work:
     /// tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the tile's
-    /// queries of every head sharing it in one `attend_many`. All works' tasks in one pool job.
+    /// queries of every head sharing it in one `attend_many` — or, for the tile's queries that attend
+    /// to more than FLASH_FROM positions, in one `attend_flash` (blocks with an online softmax: not
+    /// llama.cpp's order, within flash_attn's tolerance of it; a query's choice depends on its span
+    /// alone). All works' tasks in one pool job.
     fn attention(pool: &Pool, kvs: &[&KvCache], work: &[Work], layer: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
         const ATT_TILE: usize = 4;
+        // spans up to this many positions in llama.cpp's order (perplexity at -c 512 stays its bits)
+        const FLASH_FROM: usize = 512;
         type Out<'a> = std::sync::Mutex<&'a mut [f32]>;
         let (hd, qd, g) = (c.head_dim, c.q_dim, c.n_head / c.n_head_kv);
         let n_one = work.iter().filter(|wk| wk.tokens.len() == 1).count();
@@ -2807,10 +2996,21 @@ mod forward_decoder {
             let lo = (pos + t0 + 1).saturating_sub(window);
             let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).map(|t| (pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo).collect();
             let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
+            // the tokens attending to more than FLASH_FROM positions (a suffix: spans grow) by blocks
+            let e = spans.partition_point(|s| s.len() <= FLASH_FROM);
             for kh in 0..c.n_head_kv {
                 let at = |t: usize| (t0 + t) * qd + kh * g * hd..(t0 + t) * qd + (kh + 1) * g * hd;
                 (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
-                attend_many(&qs, hd, &spans, kvs[*i].head(layer, kh, lo, pos + t0 + tn), &mut os);
+                let ((qa, qb), (oa, ob)) = (qs.split_at(e * g * hd), os.split_at_mut(e * g * hd));
+                if e > 0 {
+                    attend_many(qa, hd, &spans[..e], kvs[*i].head(layer, kh, lo, pos + t0 + tn), oa);
+                }
+                if e < tn {
+                    // rows from a multiple of FLASH_KB (a query's blocks are then its span's alone)
+                    let base = (lo + spans[e].start) / FLASH_KB * FLASH_KB;
+                    let fs: Vec<std::ops::Range<usize>> = spans[e..].iter().map(|s| s.start + lo - base..s.end + lo - base).collect();
+                    attend_flash(qb, hd, &fs, kvs[*i].head(layer, kh, base, pos + t0 + tn), ob);
+                }
                 (0..tn).for_each(|t| out[at(t).start - t0 * qd..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
             }
         });
@@ -2828,7 +3028,7 @@ mod forward_decoder {
 }
 pub use forward_decoder::*;
 
-// ==== 15. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/gpt2 (ckb) ====
+// ==== 16. Tokenizer (byte-level BPE, the family's pre-tokenizer, special tokens) — contract tokenizer_bpe v1, realization tokenizer_bpe/gpt2 (ckb) ====
 mod tokenizer_bpe {
     use super::*;
 
@@ -3212,7 +3412,7 @@ mod tokenizer_bpe {
 }
 pub use tokenizer_bpe::*;
 
-// ==== 16. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
+// ==== 17. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -3333,7 +3533,7 @@ mod chat_template {
 }
 pub use chat_template::*;
 
-// ==== 17. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
+// ==== 18. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
 mod sampler {
     use super::*;
 
@@ -3509,7 +3709,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 18. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
+// ==== 19. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -3723,7 +3923,7 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 19. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/batched (ckb) ====
+// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/batched (ckb) ====
 mod server_openai {
     use super::*;
 

@@ -1324,7 +1324,7 @@ mod weights_decoder {
 }
 pub use weights_decoder::*;
 
-// ==== 11. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v2, realization forward_decoder/cuda (ckb) ====
+// ==== 11. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) — contract forward_decoder v3, realization forward_decoder/cuda (ckb) ====
 mod forward_decoder {
     use super::*;
 

@@ -34,6 +34,12 @@
 //                     queries, and attend with a token's g queries at once likewise for 32 and
 //                     8 lanes (windowed and full spans, head sizes with and without a partial
 //                     lane group, spans over several row blocks).
+// flash_attn:         attend_flash bitwise the lane forms (attend_flash_lanes) for every query;
+//                     each token's queries alone bitwise the same as in the tile (a query's
+//                     value depends on its span alone); within 2e-3 of max|V| of llama.cpp's
+//                     order (attend_many) — causal and windowed spans, head sizes that are and
+//                     are not multiples of 16, spans starting inside a block, one to eleven
+//                     blocks.
 // Each gate prints one line `GATE <id> key=value ...` before asserting.
 
 struct GateRng(u64);
@@ -752,6 +758,50 @@ fn gate_vec_ops() {
     }
     println!("GATE vec_ops exp_max_rel_err={max_rel:e} vector_cases={cases} vector_mismatches={mismatches} attend_many_cases={attend_cases}");
     assert!(failures.is_empty(), "vec_ops gate failed:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn gate_flash_attn() {
+    let mut failures = Vec::new();
+    let (mut cases, mut max_err) = (0usize, 0.0f32);
+    let mut rng = GateRng::new(43);
+    // (head_dim, heads per kv head, tokens, rows, window: 0 = causal from row 0)
+    let shapes = [(64usize, 7usize, 4usize, 700usize, 0usize), (256, 4, 3, 300, 200), (40, 5, 2, 170, 0), (128, 3, 4, 133, 70), (8, 1, 1, 1, 0), (64, 2, 4, 1100, 600), (24, 6, 2, 75, 30), (64, 3, 5, 130, 0)];
+    for (hd, g, nt, rows_n, window) in shapes {
+        let to16 = |v: f32| rt::half::f16::from_f32(v);
+        let (k, v): (Vec<rt::half::f16>, Vec<rt::half::f16>) = (0..rows_n * hd).map(|_| (to16(rng.normal()), to16(rng.normal()))).unzip();
+        let vmax = v.iter().map(|x| x.to_f32().abs()).fold(0.0f32, f32::max);
+        let q: Vec<f32> = (0..nt * g * hd).map(|_| 2.0 * rng.normal()).collect();
+        let spans: Vec<std::ops::Range<usize>> = (0..nt)
+            .map(|t| {
+                let end = rows_n - (nt - 1 - t);
+                if window == 0 { 0..end } else { end.saturating_sub(window)..end }
+            })
+            .collect();
+        let (mut out, mut want, mut exact) = (vec![0.0f32; nt * g * hd], vec![0.0f32; nt * g * hd], vec![0.0f32; nt * g * hd]);
+        attend_flash(&q, hd, &spans, (&k, &v), &mut out);
+        attend_flash_lanes(&q, hd, &spans, (&k, &v), &mut want);
+        attend_many(&q, hd, &spans, (&k, &v), &mut exact);
+        for t in 0..nt {
+            let r = t * g * hd..(t + 1) * g * hd;
+            let mut alone = vec![0.0f32; g * hd];
+            attend_flash(&q[r.clone()], hd, &spans[t..t + 1], (&k, &v), &mut alone);
+            cases += 1;
+            if out[r.clone()].iter().zip(&want[r.clone()]).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                failures.push(format!("attend_flash: hd {hd}, token {t} of {nt} over rows {:?} differs from the lane forms", spans[t]));
+            }
+            if out[r.clone()].iter().zip(&alone).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                failures.push(format!("attend_flash: hd {hd}, token {t} of {nt} over rows {:?} differs from the token alone", spans[t]));
+            }
+            let err = out[r.clone()].iter().zip(&exact[r]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max) / vmax;
+            max_err = max_err.max(err);
+            if !(err <= 2e-3) {
+                failures.push(format!("attend_flash: hd {hd}, token {t} over rows {:?} is {err:e} of max|V| from llama.cpp's order", spans[t]));
+            }
+        }
+    }
+    println!("GATE flash_attn tokens={cases} max_err_vs_llama_order={max_err:e}");
+    assert!(failures.is_empty(), "flash_attn gate failed:\n{}", failures.join("\n"));
 }
 
 /// The activation the kernel of form `kind` effectively multiplies with, in f64 (exact): x

@@ -128,6 +128,10 @@ enum Cmd {
         /// Print the result as JSON on the last line.
         #[arg(long)]
         json: bool,
+        /// Skip the memory bandwidth probe (it reads a 1 GiB buffer, which would be the peak RSS
+        /// of a short run).
+        #[arg(long)]
+        no_bandwidth: bool,
     },
     /// Perplexity of a text file, as llama.cpp's llama-perplexity computes it.
     Perplexity {
@@ -304,6 +308,7 @@ fn run(cmd: Cmd) -> Result<()> {
             gen_tokens,
             reps,
             json,
+            no_bandwidth,
         } => {
             let mut model = open(&m)?;
             if prompt_tokens == 0 || gen_tokens == 0 || reps == 0 {
@@ -357,12 +362,18 @@ fn run(cmd: Cmd) -> Result<()> {
                     .unwrap_or(1)
             });
             println!("prefill {prompt_tokens} tokens: {pp:.2} tok/s (best {pp_best:.2}); decode {gen_tokens} tokens: {tg:.2} tok/s (best {tg_best:.2}); {threads} threads, engine {}", model.hw());
-            let bw = read_bandwidth(threads);
-            println!("memory read bandwidth: {:.1} GB/s with {threads} threads (the decode ceiling is this / weight bytes per token)", bw / 1e9);
+            let bw = if no_bandwidth {
+                f64::NAN
+            } else {
+                read_bandwidth(threads)
+            };
+            if !no_bandwidth {
+                println!("memory read bandwidth: {:.1} GB/s with {threads} threads (the decode ceiling is this / weight bytes per token)", bw / 1e9);
+            }
             if json {
                 println!(
-                    "{{\"mem_gb_s\":{:.2},\"pp_tok_s\":{pp:.3},\"tg_tok_s\":{tg:.3},\"pp_best_tok_s\":{pp_best:.3},\"tg_best_tok_s\":{tg_best:.3},\"prompt_tokens\":{prompt_tokens},\"gen_tokens\":{gen_tokens},\"threads\":{threads},\"reps\":{reps},\"engine\":\"{}\"}}",
-                    bw / 1e9,
+                    "{{\"mem_gb_s\":{},\"pp_tok_s\":{pp:.3},\"tg_tok_s\":{tg:.3},\"pp_best_tok_s\":{pp_best:.3},\"tg_best_tok_s\":{tg_best:.3},\"prompt_tokens\":{prompt_tokens},\"gen_tokens\":{gen_tokens},\"threads\":{threads},\"reps\":{reps},\"engine\":\"{}\"}}",
+                    if no_bandwidth { "null".to_string() } else { format!("{:.2}", bw / 1e9) },
                     model.hw()
                 );
             }

@@ -61,10 +61,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // (dot_rows4: dispatch, Q8_0 and Q5_0 kernels, the shared reduction, ~65 lines; decode
         // +10-15% on gemma3) moved it to 3,300 (issue note of 2026-12-05, session 6); several
         // sequences in one pass for continuous batching (issue 22: Engine::step over KV slots,
-        // attention over several works, matvec_toks; ~105 lines) to 3,400.
+        // attention over several works, matvec_toks; ~105 lines) to 3,400; prefill attention in
+        // blocks with an online softmax for long prompts (issue 23: flash_attn, its lane form
+        // with the AVX2 / AVX-512 tile products, ~155 lines; prefill of 16k tokens was 0.84x
+        // llama.cpp's) to 3,560.
         assert!(
-            code < 3400,
-            "{hw}: engine.rs has {code} lines of code, over the 3,400-line budget"
+            code < 3560,
+            "{hw}: engine.rs has {code} lines of code, over the 3,560-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

@@ -376,9 +376,14 @@ fn rope(x: &mut [f32], rot: &[(f32, f32)]) {
 /// ggml_vec_dot_f16). A one-token work: a task per group of the heads sharing a kv head (`attend`,
 /// its rows widened once for them; groups sized so that every thread has one); a longer work:
 /// tiles of ATT_TILE tokens, a task each, the last (longest) first, and per kv head the tile's
-/// queries of every head sharing it in one `attend_many`. All works' tasks in one pool job.
+/// queries of every head sharing it in one `attend_many` — or, for the tile's queries that attend
+/// to more than FLASH_FROM positions, in one `attend_flash` (blocks with an online softmax: not
+/// llama.cpp's order, within flash_attn's tolerance of it; a query's choice depends on its span
+/// alone). All works' tasks in one pool job.
 fn attention(pool: &Pool, kvs: &[&KvCache], work: &[Work], layer: usize, window: usize, c: &Config, q: &[f32], att: &mut [f32]) {
     const ATT_TILE: usize = 4;
+    // spans up to this many positions in llama.cpp's order (perplexity at -c 512 stays its bits)
+    const FLASH_FROM: usize = 512;
     type Out<'a> = std::sync::Mutex<&'a mut [f32]>;
     let (hd, qd, g) = (c.head_dim, c.q_dim, c.n_head / c.n_head_kv);
     let n_one = work.iter().filter(|wk| wk.tokens.len() == 1).count();
@@ -418,10 +423,21 @@ fn attention(pool: &Pool, kvs: &[&KvCache], work: &[Work], layer: usize, window:
         let lo = (pos + t0 + 1).saturating_sub(window);
         let spans: Vec<std::ops::Range<usize>> = (t0..t0 + tn).map(|t| (pos + t + 1).saturating_sub(window) - lo..pos + t + 1 - lo).collect();
         let (mut qs, mut os) = (vec![0.0f32; tn * g * hd], vec![0.0f32; tn * g * hd]);
+        // the tokens attending to more than FLASH_FROM positions (a suffix: spans grow) by blocks
+        let e = spans.partition_point(|s| s.len() <= FLASH_FROM);
         for kh in 0..c.n_head_kv {
             let at = |t: usize| (t0 + t) * qd + kh * g * hd..(t0 + t) * qd + (kh + 1) * g * hd;
             (0..tn).for_each(|t| qs[t * g * hd..][..g * hd].copy_from_slice(&q[at(t)]));
-            attend_many(&qs, hd, &spans, kvs[*i].head(layer, kh, lo, pos + t0 + tn), &mut os);
+            let ((qa, qb), (oa, ob)) = (qs.split_at(e * g * hd), os.split_at_mut(e * g * hd));
+            if e > 0 {
+                attend_many(qa, hd, &spans[..e], kvs[*i].head(layer, kh, lo, pos + t0 + tn), oa);
+            }
+            if e < tn {
+                // rows from a multiple of FLASH_KB (a query's blocks are then its span's alone)
+                let base = (lo + spans[e].start) / FLASH_KB * FLASH_KB;
+                let fs: Vec<std::ops::Range<usize>> = spans[e..].iter().map(|s| s.start + lo - base..s.end + lo - base).collect();
+                attend_flash(qb, hd, &fs, kvs[*i].head(layer, kh, base, pos + t0 + tn), ob);
+            }
             (0..tn).for_each(|t| out[at(t).start - t0 * qd..][..g * hd].copy_from_slice(&os[t * g * hd..][..g * hd]));
         }
     });

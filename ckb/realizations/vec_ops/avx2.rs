@@ -7,13 +7,13 @@ unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
-    let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round16_f16c);
-    head(q, hd, kv, one, widen_f16c, [k32, (scores8, accumulate_l::<8>, round16_f16c)], out)
+    let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round_f16);
+    head(q, hd, kv, one, widen_f16, [k32, (scores8, accumulate_l::<8>, round_f16)], out)
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
-    heads::<8>(q, hd, spans, kv, widen_f16c, (scores8, accumulate_l::<8>, round16_f16c), out)
+    heads::<8>(q, hd, spans, kv, widen_f16, (scores8, accumulate_l::<8>, round_f16), out)
 }
 
 // Q queries (at q, hd apart) x the n (even) rows at k: p[x * w + i] = dot::<8>(q_x, row i) *
@@ -105,8 +105,9 @@ fn accumulate_l<const L: usize>(acc: &mut [f32], hd: usize, p: &[f32], w: usize,
     accumulate::<L>(acc, hd, &p[g1..], w, i0 + g1, &v[g1 * hd..]);
 }
 
-/// `round16` with F16C, eight values an instruction pair (round to nearest even, as `half`).
-fn round16_f16c(x: &mut [f32]) {
+/// `x = f32(f16(x))` with F16C, eight values an instruction pair (round to nearest even, as
+/// `half`).
+pub(crate) fn round_f16(x: &mut [f32]) {
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn run(x8: &mut [f32]) {
         use std::arch::x86_64::*;
@@ -123,7 +124,7 @@ fn round16_f16c(x: &mut [f32]) {
 }
 
 /// dst = src widened to f32 (exact), eight values an F16C instruction.
-fn widen_f16c(src: &[rt::half::f16], dst: &mut [f32]) {
+pub(crate) fn widen_f16(src: &[rt::half::f16], dst: &mut [f32]) {
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn widen(src: &[rt::half::f16], dst: &mut [f32]) {
         use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};

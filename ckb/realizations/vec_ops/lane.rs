@@ -2,22 +2,31 @@
 /// on one lane: the same operations (fma where it has fma), so the same bits.
 #[inline(always)]
 pub(crate) fn ggml_expf(x: f32) -> f32 {
+    ggml_expf_lanes([x])[0]
+}
+
+/// `ggml_expf` of each lane without branches (every form computed, one selected, as ggml's
+/// blends select), so that lane loops over it vectorize.
+#[inline(always)]
+pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
     let f = f32::from_bits;
-    let r = f(0x4b40_0000); // 0x1.8p23
-    let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
-    let n = z - r;
-    let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
-    let e = z.to_bits() << 23;
-    let k = f(e.wrapping_add(1f32.to_bits()));
-    let u = b * b;
-    let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
-    let j = p.mul_add(u, f(0x3f7f_fff6) * b);
-    if !(n.abs() > 126.0) {
-        return j.mul_add(k, k);
+    let mut out = [0.0f32; N];
+    for (o, &x) in out.iter_mut().zip(&x) {
+        let r = f(0x4b40_0000); // 0x1.8p23
+        let z = x.mul_add(f(0x3fb8_aa3b), r); // log2(e)
+        let n = z - r;
+        let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x)); // ln 2 in two parts
+        let e = z.to_bits() << 23;
+        let k = f(e.wrapping_add(1f32.to_bits()));
+        let u = b * b;
+        let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
+        let j = p.mul_add(u, f(0x3f7f_fff6) * b);
+        let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
+        let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
+        let far = if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 };
+        *o = if !(n.abs() > 126.0) { j.mul_add(k, k) } else { far };
     }
-    let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
-    let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
-    if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
+    out
 }
 
 /// `gate = silu(gate) * up` as ggml_vec_swiglu_f32: x / (1 + expf(0 - x)), ggml's expf on the

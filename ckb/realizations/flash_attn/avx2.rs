@@ -1,0 +1,48 @@
+// The tile product with AVX2 and FMA; the rest of `flash` is the lane code compiled with AVX2 and
+// FMA enabled (vectorized 8-wide), the f16 conversions vec_ops' F16C ones.
+
+// A rows by 16 lanes (two registers) of the tile product: acc += b · m[k] by fma, k in order.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn mac_tile_avx2<const A: usize>(c: *mut f32, m: *const f32, rp: usize, b: *const f32, (sa, sk): (usize, usize), nk: usize) {
+    use std::arch::x86_64::*;
+    let mut acc: [[__m256; 2]; A] = std::array::from_fn(|a| [_mm256_loadu_ps(c.add(a * rp)), _mm256_loadu_ps(c.add(a * rp + 8))]);
+    for k in 0..nk {
+        let mk = [_mm256_loadu_ps(m.add(k * rp)), _mm256_loadu_ps(m.add(k * rp + 8))];
+        for (a, acc) in acc.iter_mut().enumerate() {
+            let bv = _mm256_broadcast_ss(&*b.add(a * sa + k * sk));
+            acc.iter_mut().zip(mk).for_each(|(s, x)| *s = _mm256_fmadd_ps(bv, x, *s));
+        }
+    }
+    for (a, acc) in acc.iter().enumerate() {
+        acc.iter().enumerate().for_each(|(z, v)| _mm256_storeu_ps(c.add(a * rp + 8 * z), *v));
+    }
+}
+
+/// `mac_lanes` with its bits: four rows by 16 lanes at a time (mac_tile_avx2), the rows past the
+/// last group of four one by one.
+fn mac_avx2(c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], (sa, sk): (usize, usize), nk: usize) {
+    assert!(rp % 16 == 0 && c.len() >= arows.end * rp && m.len() >= nk * rp && (arows.is_empty() || nk == 0 || (arows.end - 1) * sa + (nk - 1) * sk < b.len()), "a tile product of rows {arows:?} x {rp} lanes x {nk} out of its slices");
+    let a1 = arows.start + arows.len() / 4 * 4;
+    for (a0, na) in (arows.start..a1).step_by(4).map(|a| (a, 4)).chain((a1..arows.end).map(|a| (a, 1))) {
+        for r0 in (0..rp).step_by(16) {
+            let (c, m, b) = (c[a0 * rp + r0..].as_mut_ptr(), m[r0..].as_ptr(), b[a0 * sa..].as_ptr());
+            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded;
+            // the loads and stores are of 8 lanes at r0 + 8z < rp in rows a0.. < arows.end of `c`
+            // and rows k < nk of `m`, the broadcasts at (a0 + a) * sa + k * sk < b.len() (all
+            // checked above).
+            unsafe { if na == 4 { mac_tile_avx2::<4>(c, m, rp, b, (sa, sk), nk) } else { mac_tile_avx2::<1>(c, m, rp, b, (sa, sk), nk) } }
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn attend_flash_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+    flash(q, hd, spans, kv, (widen_f16, round_f16), (mac_avx2, 16), out)
+}
+
+/// A tile of one kv head's queries over their spans in blocks with an online softmax (`flash`):
+/// `q` `[spans.len()][g][hd]`, token t's g queries over rows `spans[t]` of `kv`.
+pub(crate) fn attend_flash(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
+    // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
+    unsafe { attend_flash_avx2(q, hd, spans, kv, out) }
+}

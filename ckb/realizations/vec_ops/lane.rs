@@ -34,8 +34,17 @@ pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
 #[inline(always)]
 fn swiglu_lanes(gate: &mut [f32], up: &[f32]) {
     let whole = gate.len() / 8 * 8;
-    for (i, (g, &u)) in gate.iter_mut().zip(up).enumerate() {
-        *g = *g / (1.0 + if i < whole { ggml_expf(0.0 - *g) } else { (-*g).exp() }) * u;
+    for (g, u) in gate[..whole].chunks_exact_mut(8).zip(up.chunks_exact(8)) {
+        let (mut x, mut y, mut n) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+        x.copy_from_slice(g);
+        y.copy_from_slice(u);
+        (0..8).for_each(|i| n[i] = 0.0 - x[i]);
+        let e = ggml_expf_lanes(n);
+        (0..8).for_each(|i| x[i] = x[i] / (1.0 + e[i]) * y[i]);
+        g.copy_from_slice(&x);
+    }
+    for (g, &u) in gate[whole..].iter_mut().zip(&up[whole..]) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
     }
 }
 
@@ -46,8 +55,12 @@ pub(crate) fn softmax_exp(s: &mut [f32], max: f32) -> f64 {
     assert!(s.len() % 8 == 0, "softmax_exp takes whole groups of 8 (pad with -inf)");
     let mut sum = 0.0f64;
     for g in s.chunks_exact_mut(8) {
-        g.iter_mut().for_each(|v| *v = ggml_expf(*v - max));
-        sum += (((g[0] + g[4]) + (g[2] + g[6])) + ((g[1] + g[5]) + (g[3] + g[7]))) as f64;
+        let mut x = [0.0f32; 8];
+        x.copy_from_slice(g);
+        (0..8).for_each(|i| x[i] -= max);
+        let g8 = ggml_expf_lanes(x);
+        g.copy_from_slice(&g8);
+        sum += (((g8[0] + g8[4]) + (g8[2] + g8[6])) + ((g8[1] + g8[5]) + (g8[3] + g8[7]))) as f64;
     }
     sum
 }

@@ -362,18 +362,14 @@ fn run(cmd: Cmd) -> Result<()> {
                     .unwrap_or(1)
             });
             println!("prefill {prompt_tokens} tokens: {pp:.2} tok/s (best {pp_best:.2}); decode {gen_tokens} tokens: {tg:.2} tok/s (best {tg_best:.2}); {threads} threads, engine {}", model.hw());
-            let bw = if no_bandwidth {
-                f64::NAN
-            } else {
-                read_bandwidth(threads)
-            };
-            if !no_bandwidth {
-                println!("memory read bandwidth: {:.1} GB/s with {threads} threads (the decode ceiling is this / weight bytes per token)", bw / 1e9);
+            let bw = (!no_bandwidth).then(|| read_bandwidth(threads) / 1e9);
+            if let Some(bw) = bw {
+                println!("memory read bandwidth: {bw:.1} GB/s with {threads} threads (the decode ceiling is this / weight bytes per token)");
             }
             if json {
                 println!(
                     "{{\"mem_gb_s\":{},\"pp_tok_s\":{pp:.3},\"tg_tok_s\":{tg:.3},\"pp_best_tok_s\":{pp_best:.3},\"tg_best_tok_s\":{tg_best:.3},\"prompt_tokens\":{prompt_tokens},\"gen_tokens\":{gen_tokens},\"threads\":{threads},\"reps\":{reps},\"engine\":\"{}\"}}",
-                    if no_bandwidth { "null".to_string() } else { format!("{:.2}", bw / 1e9) },
+                    bw.map_or("null".to_string(), |bw| format!("{bw:.2}")),
                     model.hw()
                 );
             }

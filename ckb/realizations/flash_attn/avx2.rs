@@ -18,21 +18,11 @@ unsafe fn mac_tile_avx2<const A: usize>(c: *mut f32, m: *const f32, rp: usize, b
     }
 }
 
-/// `mac_lanes` with its bits: four rows by 16 lanes at a time (mac_tile_avx2), the rows past the
-/// last group of four one by one.
-fn mac_avx2(c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], (sa, sk): (usize, usize), nk: usize) {
-    assert!(rp % 16 == 0 && c.len() >= arows.end * rp && m.len() >= nk * rp && (arows.is_empty() || nk == 0 || (arows.end - 1) * sa + (nk - 1) * sk < b.len()), "a tile product of rows {arows:?} x {rp} lanes x {nk} out of its slices");
-    let a1 = arows.start + arows.len() / 4 * 4;
-    for (a0, na) in (arows.start..a1).step_by(4).map(|a| (a, 4)).chain((a1..arows.end).map(|a| (a, 1))) {
-        for r0 in (0..rp).step_by(16) {
-            let (c, m, b) = (c[a0 * rp + r0..].as_mut_ptr(), m[r0..].as_ptr(), b[a0 * sa..].as_ptr());
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded;
-            // the loads and stores are of 8 lanes at r0 + 8z < rp in rows a0.. < arows.end of `c`
-            // and rows k < nk of `m`, the broadcasts at (a0 + a) * sa + k * sk < b.len() (all
-            // checked above).
-            unsafe { if na == 4 { mac_tile_avx2::<4>(c, m, rp, b, (sa, sk), nk) } else { mac_tile_avx2::<1>(c, m, rp, b, (sa, sk), nk) } }
-        }
-    }
+/// `mac_lanes` with its bits: four rows by 16 lanes at a time, the rest one by one (mac_tiles).
+fn mac_avx2(c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], s: (usize, usize), nk: usize) {
+    // SAFETY: check_cpu() verified AVX2 and FMA when the engine loaded; mac_tile_avx2 reads and
+    // writes 16 lanes of its A rows of c and of m's rows k < nk, and b at a * sa + k * sk.
+    unsafe { mac_tiles(16, (mac_tile_avx2::<4>, mac_tile_avx2::<1>), c, m, rp, arows, b, s, nk) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

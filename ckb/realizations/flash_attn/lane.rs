@@ -33,6 +33,31 @@ fn mac_lanes<const A: usize, const V: usize>(c: &mut [f32], m: &[f32], rp: usize
     (a1..arows.end).for_each(|a0| tile(c, a0, 1));
 }
 
+/// A register tile of `FlashMac`: `A` rows (from `c`, `rp` apart; b at row a0 given) by one
+/// group of the realization's lanes (at `c` and `m`), over k < nk, as
+/// `(c, m, rp, b, (sa, sk), nk)`.
+type MacTile = unsafe fn(*mut f32, *const f32, usize, *const f32, (usize, usize), usize);
+
+/// `mac_lanes` with its bits by register tiles: four rows by `width` lanes at a time (`tile4`),
+/// the rows past the last group of four one by one (`tile1`).
+///
+/// # Safety
+/// The CPU has the tiles' instruction sets, and each tile reads and writes only its rows of `c`
+/// from the pointer given, `width` lanes from it (and of `m`, rows k < nk), and `b` at
+/// a * sa + k * sk: the bounds this checks.
+unsafe fn mac_tiles(width: usize, (tile4, tile1): (MacTile, MacTile), c: &mut [f32], m: &[f32], rp: usize, arows: std::ops::Range<usize>, b: &[f32], (sa, sk): (usize, usize), nk: usize) {
+    assert!(rp % width == 0 && c.len() >= arows.end * rp && m.len() >= nk * rp && (arows.is_empty() || nk == 0 || (arows.end - 1) * sa + (nk - 1) * sk < b.len()), "a tile product of rows {arows:?} x {rp} lanes x {nk} out of its slices");
+    let a1 = arows.start + arows.len() / 4 * 4;
+    for (a0, tile) in (arows.start..a1).step_by(4).map(|a| (a, tile4)).chain((a1..arows.end).map(|a| (a, tile1))) {
+        for r0 in (0..rp).step_by(width) {
+            // SAFETY: the caller's (instruction sets, the tiles' reach); the reach is in bounds:
+            // lanes r0.. < rp of rows a0.. < arows.end of `c` and rows k < nk of `m`, `b` at
+            // (a0 + a) * sa + k * sk < b.len() (checked above).
+            unsafe { tile(c[a0 * rp + r0..].as_mut_ptr(), m[r0..].as_ptr(), rp, b[a0 * sa..].as_ptr(), (sa, sk), nk) }
+        }
+    }
+}
+
 /// Attention for a tile of one kv head's queries in blocks with an online softmax (flash
 /// attention): `q` is `[spans.len()][g][hd]`, token t's g queries attend to rows `spans[t]` of
 /// `(K, V)` (`[positions][hd]` f16; spans nondecreasing in both ends, as a prefill's are). The

@@ -5,7 +5,7 @@ pub(crate) fn ggml_expf(x: f32) -> f32 {
     ggml_expf_lanes([x])[0]
 }
 
-/// `ggml_expf` of each lane without branches (every form computed, one selected, as ggml's
+/// `ggml_expf` of each lane without branches (each form's value selected per lane, as ggml's
 /// blends select), so that lane loops over it vectorize.
 #[inline(always)]
 pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
@@ -21,10 +21,16 @@ pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
         let u = b * b;
         let p = f(0x3c07_2010).mul_add(b, f(0x3d2b_9f17)).mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)));
         let j = p.mul_add(u, f(0x3f7f_fff6) * b);
+        // The far forms (|n| > 126) take their operands only on the lanes that use them: computed
+        // on every lane, an unused product underflowed (2^-125 squared, or 2^-126 times < 1) and
+        // each underflow cost a microcode assist, 5x the time of swiglu. Past 192, 2^+-127 squared
+        // is +inf or +0, given directly.
+        let far = n.abs() > 126.0;
         let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
-        let (s1, s2) = (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g)));
-        let far = if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 };
-        *o = if !(n.abs() > 126.0) { j.mul_add(k, k) } else { far };
+        let (s1, s2) = if far { (f(g.wrapping_add(0x7f00_0000)), f(e.wrapping_sub(g))) } else { (1.0, 1.0) };
+        let past = if n > 0.0 { f32::INFINITY } else { 0.0 };
+        let far_v = if n.abs() > 192.0 { past } else { s2.mul_add(j, s2) * s1 };
+        *o = if !far { j.mul_add(k, k) } else { far_v };
     }
     out
 }

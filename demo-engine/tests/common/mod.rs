@@ -53,25 +53,50 @@ pub fn which() -> demo_engine::Which {
 /// The near tie (see ckb/gates/greedy_real.rs) and (llama.cpp's per-step margins, prompt,
 /// llama.cpp's greedy ids) per case, from the committed vectors.
 pub fn llama_cpp_greedy_cases(arch: &str) -> (f32, Vec<(Vec<f32>, String, Vec<u32>)>) {
-    let text = std::fs::read_to_string(
-        root().join(format!("ckb/gates/vectors/llamacpp_greedy_{arch}.txt")),
-    )
-    .unwrap();
-    let (mut cases, mut margins, mut prompt) = (Vec::new(), Vec::new(), None::<String>);
+    let path = root().join(format!("ckb/gates/vectors/llamacpp_greedy_{arch}.txt"));
+    let (near_tie, cases) = llama_cpp_greedy_file(&path);
+    let cases = cases
+        .into_iter()
+        .map(|c| (c.margins, c.prompt, c.ids))
+        .collect();
+    (near_tie, cases)
+}
+
+/// One case of a llama.cpp greedy vectors file.
+pub struct GreedyCase {
+    /// llama.cpp's top1-top2 logit margin at each step.
+    pub margins: Vec<f32>,
+    pub prompt: String,
+    /// llama.cpp's tokenization of the prompt (empty where the file has no `# prompt ids:`).
+    pub prompt_ids: Vec<u32>,
+    /// llama.cpp's greedy ids.
+    pub ids: Vec<u32>,
+}
+
+/// The near tie and the cases of the greedy vectors file at `path` (the format of
+/// ckb/gates/vectors/llamacpp_greedy_qwen2.txt).
+pub fn llama_cpp_greedy_file(path: &std::path::Path) -> (f32, Vec<GreedyCase>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let ids = |s: &str| -> Vec<u32> { s.split(',').map(|v| v.trim().parse().unwrap()).collect() };
+    let (mut cases, mut margins, mut prompt_ids) = (Vec::new(), Vec::new(), Vec::new());
+    let mut prompt = None::<String>;
     let mut near_tie = 0.1f32;
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(t) = line.strip_prefix("# near tie:") {
             near_tie = t.split_whitespace().next().unwrap().parse().unwrap();
         } else if let Some(m) = line.strip_prefix("# top1-top2 logit margin per step:") {
             margins = m.split_whitespace().map(|v| v.parse().unwrap()).collect();
+        } else if let Some(p) = line.strip_prefix("# prompt ids:") {
+            prompt_ids = ids(p);
         } else if line.starts_with('#') {
             continue;
         } else if let Some(p) = prompt.take() {
-            cases.push((
-                std::mem::take(&mut margins),
-                p,
-                line.split(',').map(|s| s.trim().parse().unwrap()).collect(),
-            ));
+            cases.push(GreedyCase {
+                margins: std::mem::take(&mut margins),
+                prompt: p,
+                prompt_ids: std::mem::take(&mut prompt_ids),
+                ids: ids(line),
+            });
         } else {
             prompt = Some(metainfer::rt::serde_json::from_str(line).unwrap());
         }

@@ -2039,14 +2039,22 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
+    // The 32 nibbles of a block as bytes, in value order (low nibbles, then high ones).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q5_0_nibbles(b: &BlockQ5_0) -> __m256i {
+        let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
+        _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp))
+    }
+
     // The 32 quants of a block + 16 (0..=31, unsigned, as maddubs wants its first operand) as bytes,
     // in value order: nibble | 0x10 where the value's bit of qh is set.
     #[cfg(target_arch = "x86_64")]
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn q5_0_decode(b: &BlockQ5_0) -> __m256i {
-        let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-        let qx = _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp));
+        let qx = q5_0_nibbles(b);
         // Byte k = 0xFF where bit k of qh is set: broadcast qh, pick byte k/8 into byte k, then test
         // bit k%8 by or-ing every other bit in and comparing with all ones.
         let qh = i32::from_le_bytes(b.qh);
@@ -2071,13 +2079,22 @@ mod dot_q5_0 {
         dot_rows_q5_0_avx2(rows, x)
     }
 
-    /// rows[r] . x for N Q5_0 rows (the gemv takes four at a time: each activation block and its
-    /// q8_0_neg16 are loaded once for the four, one call and one reduction serve them); per row the
-    /// operations and their order are those of one row, so rows[r]'s result is bitwise
-    /// dot_q5_0_avx2(rows[r], x). Requires AVX2 and FMA.
+    /// dot_rows_q5_0 with AVX2's block sums: (q + 16) . y by maddubs (no saturation: 2 * 31 * 127 <
+    /// 2^15) and madd, plus the activation's -16 * Σ y. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn dot_rows_q5_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+        dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1)), n16) })
+    }
+
+    /// rows[r] . x for N Q5_0 rows (the gemv takes four at a time: each activation block and its
+    /// q8_0_neg16 are loaded once for the four, one call and one reduction serve them), `sums(block,
+    /// y's quants, y's q8_0_neg16)` giving ggml's eight i32 lane sums Σ q * y over four quants,
+    /// exactly; per row the operations and their order are those of one row, so rows[r]'s result is
+    /// bitwise dot_q5_0_avx2(rows[r], x). Inlined into its callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot_rows_q5_0<const N: usize>(rows: [&[u8]; N], x: &Act, sums: impl Fn(&BlockQ5_0, __m256i, __m256i) -> __m256i) -> [f32; N] {
         let w = rows.map(q5_0_blocks);
         let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
         for w in &w {
@@ -2097,13 +2114,10 @@ mod dot_q5_0 {
                 _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
             }
             for (k, (y, neg16)) in ab.iter().zip(ng).enumerate() {
-                // ggml's eight lane sums Σ q * y over four quants, exactly: (q + 16) . y by maddubs
-                // (no saturation: 2 * 31 * 127 < 2^15) and madd, plus the activation's -16 * Σ y
                 let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
                 let n16 = _mm256_loadu_si256(neg16.as_ptr() as *const __m256i);
                 for r in 0..N {
-                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(&w[r][8 * g + k]), qy), _mm256_set1_epi16(1));
-                    let s = _mm256_cvtepi32_ps(_mm256_add_epi32(s, n16));
+                    let s = _mm256_cvtepi32_ps(sums(&w[r][8 * g + k], qy, n16));
                     acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), s, acc[r]);
                 }
             }
@@ -2116,14 +2130,46 @@ mod dot_q5_0 {
     // lane shuffles or stores are left in the loop. The weights are decoded as q + 16 (unsigned, as
     // vpdpbusd wants its first operand); the activation's q8_0_neg16 (-16 x each four-quant sum),
     // used as the accumulator, makes every i32 lane exactly ggml's signed lane sum, so the scale
-    // products and the fma chain are those of dot_q5_0_avx2, lane by lane. The single-row dot and
-    // the block decoder come from avx2.rs.
+    // products and the fma chain are those of dot_q5_0_avx2, lane by lane. The gemv's dots are
+    // avx2.rs's dot_rows_q5_0 with the same VNNI block sums and the high bits set by a mask register.
+
+    // q5_0_decode with the high bits from an AVX-512 mask: bit k of qh adds 0x10 to byte k (a nibble,
+    // so the same as or-ing it) in one masked add, instead of a broadcast, shuffle, or, compare and
+    // and.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    unsafe fn q5_0_decode_bw(b: &BlockQ5_0) -> __m256i {
+        let qx = q5_0_nibbles(b);
+        _mm256_mask_add_epi8(qx, u32::from_le_bytes(b.qh), qx, _mm256_set1_epi8(0x10))
+    }
+
+    /// row . x for a Q5_0 row, bitwise dot_q5_0_avx2: the block sums by one VNNI vpdpbusd started
+    /// from the activation's q8_0_neg16. Requires AVX2, FMA and AVX-512 F + BW + VL + VNNI.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn dot_q5_0_avx512(row: &[u8], x: &Act) -> f32 {
+        dot_rows_q5_0_avx512([row], x)[0]
+    }
+
+    /// The gemv's four-row form of dot_q5_0_avx512 (`dot_rows4` in the dispatch).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn dot_rows4_q5_0_avx512(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+        dot_rows_q5_0_avx512(rows, x)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn dot_rows_q5_0_avx512<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+        dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_dpbusd_epi32(n16, q5_0_decode_bw(b), qy) })
+    }
 
     /// Decodes a Q5_0 row pair for dot2x4_q5_0_avx512. Layout: line 2k holds block k's quants + 16
     /// (0..=31) of row 0 then row 1, line 2k + 1 the two rows' f32 scales, each eight times (the
-    /// lanes of line 2k's sums); `d` stays empty. Requires AVX2 and FMA.
+    /// lanes of line 2k's sums); `d` stays empty. Requires AVX2, FMA and AVX-512 F + BW + VL.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     pub(crate) unsafe fn decode_q5_0_avx512(rows: [&[u8]; 2], out: &mut DecRows) {
         let (w0, w1) = (q5_0_blocks(rows[0]), q5_0_blocks(rows[1]));
         assert_eq!(w0.len(), w1.len(), "Q5_0 row pair of {} and {} blocks", w0.len(), w1.len());
@@ -2131,8 +2177,8 @@ mod dot_q5_0 {
         out.d.clear();
         for (b0, b1) in w0.iter().zip(w1) {
             let (mut q, mut d) = (DecLine([0; 64]), DecLine([0; 64]));
-            _mm256_store_si256(q.0.as_mut_ptr() as *mut __m256i, q5_0_decode(b0));
-            _mm256_store_si256(q.0.as_mut_ptr().add(32) as *mut __m256i, q5_0_decode(b1));
+            _mm256_store_si256(q.0.as_mut_ptr() as *mut __m256i, q5_0_decode_bw(b0));
+            _mm256_store_si256(q.0.as_mut_ptr().add(32) as *mut __m256i, q5_0_decode_bw(b1));
             for (half, b) in [b0, b1].into_iter().enumerate() {
                 let s = _mm256_set1_ps(fp16_to_f32(u16::from_le_bytes(b.d)));
                 _mm256_store_ps(d.0.as_mut_ptr().add(32 * half) as *mut f32, s);
@@ -2546,7 +2592,7 @@ mod dispatch {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q4_K => unsafe { dot_q4_k_avx2(row, x) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => unsafe { dot_q5_0_avx2(row, x) },
+            GgmlType::Q5_0 => unsafe { dot_q5_0_avx512(row, x) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q6_K => unsafe { dot_q6_k_avx2(row, x) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
@@ -2572,7 +2618,7 @@ mod dispatch {
     pub(crate) fn dot_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &Act) -> Option<[f32; 4]> {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => Some(unsafe { dot_rows4_q5_0_avx2(rows, x) }),
+            GgmlType::Q5_0 => Some(unsafe { dot_rows4_q5_0_avx512(rows, x) }),
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q8_0 => Some(unsafe { dot_rows4_q8_0_avx2(rows, x) }),
             _ => None,

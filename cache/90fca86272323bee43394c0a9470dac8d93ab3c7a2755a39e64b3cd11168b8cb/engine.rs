@@ -2123,14 +2123,22 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
+    // The 32 nibbles of a block as bytes, in value order (low nibbles, then high ones).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q5_0_nibbles(b: &BlockQ5_0) -> __m256i {
+        let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
+        _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp))
+    }
+
     // The 32 quants of a block + 16 (0..=31, unsigned, as maddubs wants its first operand) as bytes,
     // in value order: nibble | 0x10 where the value's bit of qh is set.
     #[cfg(target_arch = "x86_64")]
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn q5_0_decode(b: &BlockQ5_0) -> __m256i {
-        let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-        let qx = _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp));
+        let qx = q5_0_nibbles(b);
         // Byte k = 0xFF where bit k of qh is set: broadcast qh, pick byte k/8 into byte k, then test
         // bit k%8 by or-ing every other bit in and comparing with all ones.
         let qh = i32::from_le_bytes(b.qh);
@@ -2155,13 +2163,22 @@ mod dot_q5_0 {
         dot_rows_q5_0_avx2(rows, x)
     }
 
-    /// rows[r] . x for N Q5_0 rows (the gemv takes four at a time: each activation block and its
-    /// q8_0_neg16 are loaded once for the four, one call and one reduction serve them); per row the
-    /// operations and their order are those of one row, so rows[r]'s result is bitwise
-    /// dot_q5_0_avx2(rows[r], x). Requires AVX2 and FMA.
+    /// dot_rows_q5_0 with AVX2's block sums: (q + 16) . y by maddubs (no saturation: 2 * 31 * 127 <
+    /// 2^15) and madd, plus the activation's -16 * Σ y. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn dot_rows_q5_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+        dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1)), n16) })
+    }
+
+    /// rows[r] . x for N Q5_0 rows (the gemv takes four at a time: each activation block and its
+    /// q8_0_neg16 are loaded once for the four, one call and one reduction serve them), `sums(block,
+    /// y's quants, y's q8_0_neg16)` giving ggml's eight i32 lane sums Σ q * y over four quants,
+    /// exactly; per row the operations and their order are those of one row, so rows[r]'s result is
+    /// bitwise dot_q5_0_avx2(rows[r], x). Inlined into its callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot_rows_q5_0<const N: usize>(rows: [&[u8]; N], x: &Act, sums: impl Fn(&BlockQ5_0, __m256i, __m256i) -> __m256i) -> [f32; N] {
         let w = rows.map(q5_0_blocks);
         let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
         for w in &w {
@@ -2181,13 +2198,10 @@ mod dot_q5_0 {
                 _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
             }
             for (k, (y, neg16)) in ab.iter().zip(ng).enumerate() {
-                // ggml's eight lane sums Σ q * y over four quants, exactly: (q + 16) . y by maddubs
-                // (no saturation: 2 * 31 * 127 < 2^15) and madd, plus the activation's -16 * Σ y
                 let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
                 let n16 = _mm256_loadu_si256(neg16.as_ptr() as *const __m256i);
                 for r in 0..N {
-                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(&w[r][8 * g + k]), qy), _mm256_set1_epi16(1));
-                    let s = _mm256_cvtepi32_ps(_mm256_add_epi32(s, n16));
+                    let s = _mm256_cvtepi32_ps(sums(&w[r][8 * g + k], qy, n16));
                     acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), s, acc[r]);
                 }
             }

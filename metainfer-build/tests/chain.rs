@@ -64,10 +64,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // attention over several works, matvec_toks; ~105 lines) to 3,400; prefill attention in
         // blocks with an online softmax for long prompts (issue 23: flash_attn, its lane form
         // with the AVX2 / AVX-512 tile products, ~155 lines; prefill of 16k tokens was 0.84x
-        // llama.cpp's) to 3,560.
+        // llama.cpp's) to 3,560; ggml's expf without the underflows of its unused lanes (+4) and
+        // the Q5_0 gemv's block sums made generic, for its VNNI form (+10 in every x86 engine,
+        // +32 in the avx512 ones; decode +11-12%, issue 23's decode from an empty context was
+        // 0.90-0.99x) to 3,580.
         assert!(
-            code < 3560,
-            "{hw}: engine.rs has {code} lines of code, over the 3,560-line budget"
+            code < 3580,
+            "{hw}: engine.rs has {code} lines of code, over the 3,580-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

@@ -18,16 +18,7 @@ fn greedy_against_llama_cpp(which: Which) {
     let (_, cases) = common::llama_cpp_greedy_cases("qwen2");
     for (margins, prompt, want) in cases {
         let ids = m.encode(&prompt);
-        let (mut got, stats) = m
-            .generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true)
-            .unwrap();
-        // llama.cpp's list ends with the end-of-generation token it stopped at; ours stops before it
-        if let (metainfer::rt::FinishReason::Stop, Some(&last)) = (stats.finish, want.last()) {
-            if m.is_eog(last) {
-                got.push(last);
-            }
-        }
-        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        let (got, same) = common::greedy_prefix(m.as_mut(), &ids, &want);
         let near_tie = margins.iter().position(|&x| x < 0.1).unwrap_or(want.len());
         println!(
             "{} {prompt:?}: {same}/{} match (first near tie at step {near_tie})",
@@ -160,20 +151,7 @@ fn long_prompt_against_llama_cpp(which: Which) {
     let ids = m.encode(&case.prompt);
     assert_eq!(ids, case.prompt_ids, "the prompt's tokens are llama.cpp's");
     assert!(ids.len() >= 700, "{} prompt tokens", ids.len());
-    let (mut got, stats) = m
-        .generate_ids(&ids, &GenParams::greedy(case.ids.len()), &mut |_, _| true)
-        .unwrap();
-    // llama.cpp's list ends with the end-of-generation token it stopped at; ours stops before it
-    if let (metainfer::rt::FinishReason::Stop, Some(&last)) = (stats.finish, case.ids.last()) {
-        if m.is_eog(last) {
-            got.push(last);
-        }
-    }
-    let same = got
-        .iter()
-        .zip(&case.ids)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let (got, same) = common::greedy_prefix(m.as_mut(), &ids, &case.ids);
     let must = case
         .margins
         .iter()

@@ -104,11 +104,29 @@ pub fn llama_cpp_greedy_file(path: &std::path::Path) -> (f32, Vec<GreedyCase>) {
     (near_tie, cases)
 }
 
+/// `m`'s greedy ids for the prompt `ids` (as many as `want` holds) and how many of them lead
+/// equal to llama.cpp's `want`. llama.cpp's list ends with the end-of-generation token it stopped
+/// at, ours stops before it: that token is appended where ours stopped at it.
+pub fn greedy_prefix(
+    m: &mut dyn demo_engine::Model,
+    ids: &[u32],
+    want: &[u32],
+) -> (Vec<u32>, usize) {
+    let params = metainfer::GenParams::greedy(want.len());
+    let (mut got, stats) = m.generate_ids(ids, &params, &mut |_, _| true).unwrap();
+    if let (metainfer::rt::FinishReason::Stop, Some(&last)) = (stats.finish, want.last()) {
+        if m.is_eog(last) {
+            got.push(last);
+        }
+    }
+    let same = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+    (got, same)
+}
+
 /// Greedy ids of the engine `which` of the file's family against llama.cpp's recorded ones
 /// (vectors/llamacpp_greedy_<arch>.txt): equal up to the first step whose llama.cpp margin is
 /// below the file's near tie.
 pub fn greedy_against_llama_cpp(path: &std::path::Path, arch: &str, which: demo_engine::Which) {
-    use metainfer::GenParams;
     let mut m = demo_engine::load(path, which).unwrap();
     m.set_threads(2);
     let (near_tie, cases) = llama_cpp_greedy_cases(arch);
@@ -120,16 +138,7 @@ pub fn greedy_against_llama_cpp(path: &std::path::Path, arch: &str, which: demo_
     let mut full = 0;
     for (margins, prompt, want) in &cases {
         let ids = m.encode(prompt);
-        let (mut got, stats) = m
-            .generate_ids(&ids, &GenParams::greedy(want.len()), &mut |_, _| true)
-            .unwrap();
-        // llama.cpp's list ends with the end-of-generation token it stopped at; ours stops before it
-        if let (metainfer::rt::FinishReason::Stop, Some(&last)) = (stats.finish, want.last()) {
-            if m.is_eog(last) {
-                got.push(last);
-            }
-        }
-        let same = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+        let (got, same) = greedy_prefix(m.as_mut(), &ids, want);
         let must = margins
             .iter()
             .position(|&x| x < near_tie)

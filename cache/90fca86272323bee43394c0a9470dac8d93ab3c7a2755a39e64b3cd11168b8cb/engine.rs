@@ -3077,16 +3077,20 @@ mod matvec {
             let x_at = |t: usize| &xs[t.min(n_tok - 1)];
             // The type's tile: `tile_n` rows decoded together (0: no tiled form, or no group of four).
             let tile_n = if n4 > 0 { tile_rows(ty) } else { 0 };
-            let mut dec: Vec<DecRows> = Vec::new(); // [weight tile rows / tile_n] decoded tiles
+            // [weight tile rows / tile_n] decoded tiles, in a buffer kept between tasks
+            let mut dec = DEC_SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
             prefetch(&data[r0 * rb..(r0 * rb + PREFETCH_AHEAD).min(r1 * rb)]);
             let mut tr = r0;
             while tr < r1 {
                 let te = (tr + MATMUL_TILE_ROWS).min(r1);
                 if tile_n > 0 {
                     // a short last tile repeats the last row, so every row takes the tiled kernel
-                    dec.resize_with((te - tr).div_ceil(tile_n), DecRows::default);
+                    let tiles = (te - tr).div_ceil(tile_n);
+                    if dec.len() < tiles {
+                        dec.resize_with(tiles, DecRows::default);
+                    }
                     let row = |r: usize| &data[r.min(te - 1) * rb..(r.min(te - 1) + 1) * rb];
-                    for (p, d) in dec.iter_mut().enumerate() {
+                    for (p, d) in dec[..tiles].iter_mut().enumerate() {
                         // the weights PREFETCH_AHEAD bytes past the rows decoded now, as much as they
                         // are: a step of few tokens otherwise waits on memory here and idles it in
                         // the dots (as matvec, a steady stream of requests rather than bursts)
@@ -3106,6 +3110,10 @@ mod matvec {
                             ((te - r).min(tile_n), dot_dec(ty, &dec[(r - tr) / tile_n], g))
                         } else {
                             let row = &data[r * rb..(r + 1) * rb];
+                            if t0 == 0 {
+                                // as the tiled kernels' decode above: the weights PREFETCH_AHEAD bytes on
+                                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(r1 * rb)..((r + 1) * rb + PREFETCH_AHEAD).min(r1 * rb)]);
+                            }
                             let mut v = [[0.0; 4]; 8];
                             v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
                             (1, v)
@@ -3128,8 +3136,13 @@ mod matvec {
                 }
                 tr = te;
             }
+            DEC_SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).push(dec);
         });
     }
+
+    /// Decoded-tile buffers that matmul tasks borrow and give back (as many as tasks ever ran at once):
+    /// a step of few tokens runs ~1,000 tasks, and allocating their tiles afresh took ~3% of it.
+    static DEC_SCRATCH: Mutex<Vec<Vec<DecRows>>> = Mutex::new(Vec::new());
 }
 pub use matvec::*;
 

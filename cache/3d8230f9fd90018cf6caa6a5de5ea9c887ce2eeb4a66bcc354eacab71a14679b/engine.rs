@@ -921,7 +921,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks (ckb) ====
+// ==== 6. Q5_0 blocks and dot kernel — contract dot_q5_0 v4, realization dot_q5_0/blocks (ckb) ====
 mod dot_q5_0 {
     use super::*;
 

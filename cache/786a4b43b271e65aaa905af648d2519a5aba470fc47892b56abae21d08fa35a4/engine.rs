@@ -1968,7 +1968,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+avx2+avx512 (ckb) ====
+// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v4, realization dot_q5_0/blocks+avx2+avx512 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -2033,8 +2033,8 @@ mod dot_q5_0 {
     // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
     // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
     // path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
-    // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs),
-    // or 2 rows x 4 tokens in this order (the VNNI dot2x4_q5_0_avx512 in avx512.rs).
+    // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs,
+    // and its VNNI form in avx512.rs).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -2125,13 +2125,48 @@ mod dot_q5_0 {
         hsum_f32x8_rows(acc)
     }
 
-    // AVX-512 VNNI tiled Q5_0 prefill kernel: both rows of a pair in one 512-bit register, so one
-    // vpdpbusd, one conversion, one scale product and one fma serve two (row, token) pairs, and no
-    // lane shuffles or stores are left in the loop. The weights are decoded as q + 16 (unsigned, as
-    // vpdpbusd wants its first operand); the activation's q8_0_neg16 (-16 x each four-quant sum),
-    // used as the accumulator, makes every i32 lane exactly ggml's signed lane sum, so the scale
-    // products and the fma chain are those of dot_q5_0_avx2, lane by lane. The gemv's dots are
-    // avx2.rs's dot_rows_q5_0 with the same VNNI block sums and the high bits set by a mask register.
+    /// decode8_q5_0_avx2 (avx2_tile.rs) and decode8_q5_0_avx512 (avx512.rs): the 8-row tile's
+    /// layout, `decode` giving a block's quants + 16 as bytes in value order. Inlined into its
+    /// callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn decode8_q5_0(rows: [&[u8]; 8], out: &mut DecRows, decode: impl Fn(&BlockQ5_0) -> __m256i) {
+        let w = rows.map(q5_0_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(4 * n, DecLine([0; 64]));
+        out.d.clear();
+        for k in 0..n {
+            let lines = &mut out.b[4 * k..4 * (k + 1)];
+            interleave8(std::array::from_fn(|r| decode(&w[r][k])), lines);
+            let mut d = [0f32; 8];
+            _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
+            out.d.extend_from_slice(&d);
+        }
+    }
+
+    // The block count of an 8-row tile decoded by decode8_q5_0: asserts the tile and the four
+    // activations' Q8_0 forms agree on it.
+    fn tile8_blocks(rows: &DecRows, xs: [&Act; 4]) -> usize {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        for x in xs {
+            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+            assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        }
+        n
+    }
+
+    // AVX-512 VNNI Q5_0 kernels. Prefill and batched steps: the AVX2 realization's 8 x 4 tiles in the
+    // block order (eight rows interleaved four quants at a time, weights as q + 16: decode8_q5_0 in
+    // avx2.rs), with one vpdpbusd per quant group and token serving the eight rows (the AVX2 tile
+    // needs a maddubs, an add and, per half, a madd) and the high bits set by a mask register in the
+    // decoder; the same bits as the AVX2 tile. This replaced a 2 x 4 tile in ggml's lane order (both
+    // rows of a pair in one 512-bit register), which spent four 512-bit operations per two (row,
+    // token) pairs and block: 512-token prefill +15% (`prefill` of a scratch crate, 3 alternating
+    // runs). The gemv's dots are avx2.rs's dot_rows_q5_0 with VNNI block sums started from the
+    // activation's q8_0_neg16 (bitwise dot_q5_0_avx2).
 
     // q5_0_decode with the high bits from an AVX-512 mask: bit k of qh adds 0x10 to byte k (a nibble,
     // so the same as or-ing it) in one masked add, instead of a broadcast, shuffle, or, compare and
@@ -2165,63 +2200,44 @@ mod dot_q5_0 {
         dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_dpbusd_epi32(n16, q5_0_decode_bw(b), qy) })
     }
 
-    /// Decodes a Q5_0 row pair for dot2x4_q5_0_avx512. Layout: line 2k holds block k's quants + 16
-    /// (0..=31) of row 0 then row 1, line 2k + 1 the two rows' f32 scales, each eight times (the
-    /// lanes of line 2k's sums); `d` stays empty. Requires AVX2, FMA and AVX-512 F + BW + VL.
+    /// decode8_q5_0_avx2 with the high bits from a mask register (the same lines and scales).
+    /// Requires AVX2, FMA and AVX-512 F + BW + VL.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-    pub(crate) unsafe fn decode_q5_0_avx512(rows: [&[u8]; 2], out: &mut DecRows) {
-        let (w0, w1) = (q5_0_blocks(rows[0]), q5_0_blocks(rows[1]));
-        assert_eq!(w0.len(), w1.len(), "Q5_0 row pair of {} and {} blocks", w0.len(), w1.len());
-        out.b.clear();
-        out.d.clear();
-        for (b0, b1) in w0.iter().zip(w1) {
-            let (mut q, mut d) = (DecLine([0; 64]), DecLine([0; 64]));
-            _mm256_store_si256(q.0.as_mut_ptr() as *mut __m256i, q5_0_decode_bw(b0));
-            _mm256_store_si256(q.0.as_mut_ptr().add(32) as *mut __m256i, q5_0_decode_bw(b1));
-            for (half, b) in [b0, b1].into_iter().enumerate() {
-                let s = _mm256_set1_ps(fp16_to_f32(u16::from_le_bytes(b.d)));
-                _mm256_store_ps(d.0.as_mut_ptr().add(32 * half) as *mut f32, s);
-            }
-            out.b.extend([q, d]);
-        }
+    pub(crate) unsafe fn decode8_q5_0_avx512(rows: [&[u8]; 8], out: &mut DecRows) {
+        decode8_q5_0(rows, out, |b| unsafe { q5_0_decode_bw(b) })
     }
 
-    /// rows[i] . xs[t] for a row pair decoded by decode_q5_0_avx512 and four activations (prefill):
-    /// per block one 512-bit vpdpbusd per token (lanes 0..8 row 0, 8..16 row 1), started from the
-    /// token's q8_0_neg16, converted, and accumulated with one fma by d_w * d_x, so result [i][t] is
-    /// bitwise dot_q5_0_avx2(row i, xs[t]). Requires AVX2, FMA and AVX-512 F + VL + VNNI.
+    /// dot8x4_q5_0_avx2 with VNNI, for eight rows decoded by decode8_q5_0_avx512 and four
+    /// activations: per block and token, one vpdpbusd per quant group (the token's four quants
+    /// broadcast) serves the eight rows, started from the token's q8_0_neg16_sum (which takes back
+    /// the + 16), so lane r holds the exact integer block sum of row r; then acc = fma(f32(s), d_w *
+    /// d_x, acc), blocks in order: the contract's block order, the bits of dot8x4_q5_0_avx2.
+    /// Requires AVX2, FMA and AVX-512 F + VL + VNNI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
-    pub(crate) unsafe fn dot2x4_q5_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = q5_0_tile_blocks(rows, xs, 2, 0);
-        let mut acc = [_mm512_setzero_ps(); 4];
+    pub(crate) unsafe fn dot8x4_q5_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        let n = tile8_blocks(rows, xs);
+        let mut acc = [_mm256_setzero_ps(); 4];
         for k in 0..n {
-            // SAFETY (indexing): k < n and 2k + 1 < 2n, the lengths of the slices indexed
-            // (q5_0_tile_blocks). Aligned loads: a DecLine is 64-byte aligned.
-            let u = _mm512_load_si512(rows.b.get_unchecked(2 * k).0.as_ptr() as *const __m512i);
-            let wd = _mm512_load_ps(rows.b.get_unchecked(2 * k + 1).0.as_ptr() as *const f32);
+            // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
+            // activation exist (tile8_blocks). Aligned loads: a DecLine is 64-byte aligned.
+            let lines = rows.b.as_ptr().add(4 * k) as *const u8;
+            let mut s: [__m256i; 4] = std::array::from_fn(|t| _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
+            for j in 0..8 {
+                let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
+                for t in 0..4 {
+                    let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
+                    s[t] = _mm256_dpbusd_epi32(s[t], w, _mm256_set1_epi32(y4));
+                }
+            }
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
             for t in 0..4 {
-                let x = xs[t];
-                let y = _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i));
-                let c = _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q8_0_neg16.get_unchecked(k).as_ptr() as *const __m256i));
-                let p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c, u, y));
-                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(wd, _mm512_set1_ps(*x.q8_0_d.get_unchecked(k))), p, acc[t]);
+                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), dd, acc[t]);
             }
         }
-        hsum_halves4(acc)
-    }
-
-    // The block count of the 2 x 4 tile over a row pair decoded with `lines` lines and `scales`
-    // scales per block: asserts the decoded pair and the four activations' Q8_0 forms agree on it.
-    fn q5_0_tile_blocks(rows: &DecRows, xs: [&Act; 4], lines: usize, scales: usize) -> usize {
-        let n = rows.b.len() / lines;
-        assert!(rows.b.len() == lines * n && rows.d.len() == scales * n, "decoded Q5_0 row pair of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16.len() == n && x.f32.len() == 32 * n;
-            assert!(ok, "decoded Q5_0 row pair of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
-        }
-        n
+        rows8x4(acc)
     }
 }
 pub use dot_q5_0::*;
@@ -2630,7 +2646,7 @@ mod dispatch {
     pub(crate) fn tile_rows(ty: GgmlType) -> usize {
         match ty {
             GgmlType::Q4_K => 2,
-            GgmlType::Q5_0 => 2,
+            GgmlType::Q5_0 => 8,
             GgmlType::Q6_K => 2,
             _ => 0,
         }
@@ -2643,7 +2659,7 @@ mod dispatch {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q4_K => unsafe { decode_q4_k_avx512(rows.try_into().expect("tile_rows rows"), out) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => unsafe { decode_q5_0_avx512(rows.try_into().expect("tile_rows rows"), out) },
+            GgmlType::Q5_0 => unsafe { decode8_q5_0_avx512(rows.try_into().expect("tile_rows rows"), out) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q6_K => unsafe { decode_q6_k_avx512(rows.try_into().expect("tile_rows rows"), out) },
             _ => return false,
@@ -2659,7 +2675,7 @@ mod dispatch {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q4_K => unsafe { tile8(dot2x4_q4_k_avx512(rows, xs)) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q5_0 => unsafe { tile8(dot2x4_q5_0_avx512(rows, xs)) },
+            GgmlType::Q5_0 => unsafe { tile8(dot8x4_q5_0_avx512(rows, xs)) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q6_K => unsafe { tile8(dot2x4_q6_k_avx512(rows, xs)) },
             other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),

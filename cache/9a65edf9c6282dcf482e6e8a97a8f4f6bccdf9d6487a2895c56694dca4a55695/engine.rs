@@ -1944,7 +1944,7 @@ mod dot_q4_k {
 }
 pub use dot_q4_k::*;
 
-// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v3, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 9. Q5_0 blocks and dot kernel — contract dot_q5_0 v4, realization dot_q5_0/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q5_0 {
     use super::*;
 
@@ -2013,19 +2013,7 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
-        let w = rows.map(q5_0_blocks);
-        let n = w[0].len();
-        assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
-        // every line of a block is written below: the buffer is only sized (once per matrix shape)
-        out.b.resize(4 * n, DecLine([0; 64]));
-        out.d.clear();
-        for k in 0..n {
-            let lines = &mut out.b[4 * k..4 * (k + 1)];
-            interleave8(std::array::from_fn(|r| q5_0_decode(&w[r][k])), lines);
-            let mut d = [0f32; 8];
-            _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
-            out.d.extend_from_slice(&d);
-        }
+        decode8_q5_0(rows, out, |b| unsafe { q5_0_decode(b) })
     }
 
     /// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill).
@@ -2038,17 +2026,12 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = rows.d.len() / 8;
-        assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
-            assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
-        }
+        let n = tile8_blocks(rows, xs);
         let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); 4];
         for k in 0..n {
             // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
-            // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            // activation exist (tile8_blocks). Aligned loads: a DecLine is 64-byte aligned.
             let lines = rows.b.as_ptr().add(4 * k) as *const u8;
             let mut s = [_mm256_setzero_si256(); 4];
             for half in 0..2 {
@@ -2083,8 +2066,8 @@ mod dot_q5_0 {
     // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
     // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
     // path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
-    // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs),
-    // or 2 rows x 4 tokens in this order (the VNNI dot2x4_q5_0_avx512 in avx512.rs).
+    // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs,
+    // and its VNNI form in avx512.rs).
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -2173,6 +2156,39 @@ mod dot_q5_0 {
             }
         }
         hsum_f32x8_rows(acc)
+    }
+
+    /// decode8_q5_0_avx2 (avx2_tile.rs) and decode8_q5_0_avx512 (avx512.rs): the 8-row tile's
+    /// layout, `decode` giving a block's quants + 16 as bytes in value order. Inlined into its
+    /// callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn decode8_q5_0(rows: [&[u8]; 8], out: &mut DecRows, decode: impl Fn(&BlockQ5_0) -> __m256i) {
+        let w = rows.map(q5_0_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q5_0 tile rows of {:?} blocks", w.map(|r| r.len()));
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(4 * n, DecLine([0; 64]));
+        out.d.clear();
+        for k in 0..n {
+            let lines = &mut out.b[4 * k..4 * (k + 1)];
+            interleave8(std::array::from_fn(|r| decode(&w[r][k])), lines);
+            let mut d = [0f32; 8];
+            _mm256_storeu_ps(d.as_mut_ptr(), f16x8_scales(8, |r| w[r][k].d));
+            out.d.extend_from_slice(&d);
+        }
+    }
+
+    // The block count of an 8-row tile decoded by decode8_q5_0: asserts the tile and the four
+    // activations' Q8_0 forms agree on it.
+    fn tile8_blocks(rows: &DecRows, xs: [&Act; 4]) -> usize {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        for x in xs {
+            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+            assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        }
+        n
     }
 }
 pub use dot_q5_0::*;

@@ -67,10 +67,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // llama.cpp's) to 3,560; ggml's expf without the underflows of its unused lanes (+4) and
         // the Q5_0 gemv's block sums made generic, for its VNNI form (+10 in every x86 engine,
         // +32 in the avx512 ones; decode +11-12%, issue 23's decode from an empty context was
-        // 0.90-0.99x) to 3,580.
+        // 0.90-0.99x) to 3,580; the matmul's prefetch in its four-token path and its tile buffers
+        // kept between tasks (+8 in every engine; the Q8_0 output matrix's share of a batched
+        // step of four -35%, malloc ~3% -> <1%) and the Q5_0 8 x 4 tile with VNNI in the avx512
+        // engines (+8; 512-token prefill +15%; issue 22, session 11) to 3,600.
         assert!(
-            code < 3580,
-            "{hw}: engine.rs has {code} lines of code, over the 3,580-line budget"
+            code < 3600,
+            "{hw}: engine.rs has {code} lines of code, over the 3,600-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

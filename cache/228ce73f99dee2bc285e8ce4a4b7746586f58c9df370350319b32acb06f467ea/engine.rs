@@ -842,7 +842,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks (ckb) ====
+// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v3, realization dot_q4_k/blocks (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -979,7 +979,7 @@ mod dot_q5_0 {
 }
 pub use dot_q5_0::*;
 
-// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks (ckb) ====
+// ==== 7. Q6_K blocks and dot kernel — contract dot_q6_k v3, realization dot_q6_k/blocks (ckb) ====
 mod dot_q6_k {
     use super::*;
 

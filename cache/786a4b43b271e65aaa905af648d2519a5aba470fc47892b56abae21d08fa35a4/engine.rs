@@ -16,7 +16,7 @@
 //    1. Constants and configuration (generated)
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
-//    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2+avx512)
+//    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2)
 //    5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+avx2)
 //    6. Prefill attention over long spans in blocks with an online softmax (flash attention) (flash_attn/lane+avx512)
 //    7. F32 blocks and dot kernel (dot_f32/blocks+avx2)
@@ -831,14 +831,14 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v4, realization simd_avx2/avx2+avx512 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v5, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
     // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
     // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
     // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
-    // row sums of the AVX-512 pair tiles.
+    // 8-row tiles' interleaving of quants, broadcast of a token's quant group and [row][token] results.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -954,10 +954,21 @@ mod simd_avx2 {
         }
     }
 
+    /// The four bytes at `p` broadcast to the eight i32 lanes: a token's quant group (four quants)
+    /// for the 8-row tiles, whose one maddubs or vpdpbusd per group serves the eight rows. Requires
+    /// four readable bytes at `p`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn bcast4(p: *const i8) -> __m256i {
+        _mm256_set1_epi32((p as *const i32).read_unaligned())
+    }
+
     /// 32 bytes of eight rows (q[r]) interleaved four bytes at a time into four lines, as the 8-row
     /// tiles' decoders lay out quants: at byte 32g of `out`, row r's bytes 4g..4g + 4 at 4r. An 8 x 8
     /// transpose of i32 lanes: pairs, then quads, then halves.
     #[cfg(target_arch = "x86_64")]
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
         let t: [__m256i; 8] = std::array::from_fn(|i| {
@@ -974,22 +985,6 @@ mod simd_avx2 {
             let v = if g < 4 { _mm256_permute2x128_si256::<0x20>(a, b) } else { _mm256_permute2x128_si256::<0x31>(a, b) };
             _mm256_store_si256(out[g / 2].0.as_mut_ptr().add(32 * (g % 2)) as *mut __m256i, v);
         }
-    }
-
-    // The AVX-512 helper the avx512 realizations' pair tiles share (over the AVX2 helpers).
-
-    // Lanes 0..8 and lanes 8..16 of four 512-bit accumulators, each eight summed as hsum_f32x8
-    // does: [low halves, high halves] (the two rows of an AVX-512 pair tile, four tokens).
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    pub(crate) unsafe fn hsum_halves4(acc: [__m512; 4]) -> [[f32; 4]; 2] {
-        let mut out = [[0f32; 4]; 2];
-        for (t, a) in acc.into_iter().enumerate() {
-            out[0][t] = hsum_f32x8(_mm512_castps512_ps256(a));
-            out[1][t] = hsum_f32x8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))));
-        }
-        out
     }
 }
 pub use simd_avx2::*;
@@ -1023,7 +1018,7 @@ mod vec_ops {
             let j = p.mul_add(u, f(0x3f7f_fff6) * b);
             // The far forms (|n| > 126) take their operands only on the lanes that use them: computed
             // on every lane, an unused product underflowed (2^-125 squared, or 2^-126 times < 1) and
-            // each underflow cost a microcode assist, 5x the time of swiglu. Past 192, 2^+-127 squared
+            // each underflow cost a microcode assist (swiglu took 5x its time). Past 192, 2^+-127 squared
             // is +inf or +0, given directly.
             let far = n.abs() > 126.0;
             let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
@@ -1682,7 +1677,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+avx2+avx512 (ckb) ====
+// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v3, realization dot_q4_k/blocks+avx2+avx512 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1765,8 +1760,9 @@ mod dot_q4_k {
     // M = sum_j m_j * bsum32_j, then acc = fma(f32(S), d*d_x, acc), acc_m = fma(f32(M), dmin*d_x,
     // acc_m), result = acc - acc_m. The integer parts are formed with ggml's vec_dot_q4_K_q8_K
     // instructions (utmp scale unpacking, maddubs/madd, hadd of the bsums) and reduced per block.
-    // The four-token prefill kernel (the gemm's order) is avx2_dot4.rs (the avx2 realization's
-    // `with`; the avx512 one replaces it with its tile).
+    // Prefill and batched steps go through the 8 x 4 tile in the gemm's order: its decoder and
+    // float part here, its integer sums in avx2_tile.rs (the avx2 realization's `with`) or, with
+    // VNNI, in avx512.rs.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -1848,122 +1844,126 @@ mod dot_q4_k {
         _mm_cvtss_f32(_mm_sub_ss(acc, _mm_movehdup_ps(acc)))
     }
 
-    // AVX-512 tiled Q4_K prefill kernel in the float order of llama.cpp's repacked gemm (the order of
-    // dot8x4_q4_k_avx2): per super-block and pair p of sub-blocks the exact integers S_p and M_p, then
-    // acc = fma(f32(S_p), d*d_x, acc), acc_m = fma(f32(M_p), dmin*d_x, acc_m), result acc - acc_m.
-    // Both rows of a pair share each 512-bit register (lanes 0..8 row 0, 8..16 row 1): per (token,
-    // sub-block) one maddubs and one vpdpwssd on the pair's unpacked nibbles and broadcast scales;
-    // the float chains of the eight (row, token) outputs run in the lanes of one 256-bit register.
-    // The single-row dot and the scale unpacking come from avx2.rs.
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 8 sub-block scale vectors,
+    // then 4 min vectors (32 bytes each).
+    const Q4_K_TILE_LINES: usize = 38;
 
-    // Lines of one decoded super-block of a row pair.
-    const Q4_K_DEC_LINES: usize = 17;
-
-    /// Decodes a Q4_K row pair for dot2x4_q4_k_avx512. Layout: super-block b is lines 17b..17b + 17;
-    /// lines 0..8 hold the unsigned quants of sub-block j (values 32j..32j + 32), 8..16 its 6-bit
-    /// scale as 16 x i16, each [row 0 | row 1] in 32-byte halves; line 16 the eight mins of row 0
-    /// then of row 1 (i16), then [d, dmin] of row 0 and of row 1 (f32); `d` stays empty. Requires
-    /// AVX2 and FMA.
+    /// Decodes eight Q4_K rows for dot8x4_q4_k_avx2 (avx2_tile.rs) and dot8x4_q4_k_avx512 (avx512.rs). Layout: super-block k takes lines 38k..38k + 38:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants
+    /// (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16 scale of sub-block j, row r's in
+    /// i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of sub-blocks 2p and 2p + 1, row r's in
+    /// i16 lanes 2r and 2r + 1. d[16k + r] is row r's d, d[16k + 8 + r] its dmin, as f32. The
+    /// buffers of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn decode_q4_k_avx512(rows: [&[u8]; 2], out: &mut DecRows) {
-        let (w0, w1) = (q4_k_blocks(rows[0]), q4_k_blocks(rows[1]));
-        assert_eq!(w0.len(), w1.len(), "Q4_K row pair of {} and {} blocks", w0.len(), w1.len());
-        out.b.resize(Q4_K_DEC_LINES * w0.len(), DecLine([0; 64]));
+    pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q4_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q4_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(Q4_K_TILE_LINES * n, DecLine([0; 64]));
         out.d.clear();
         let m4 = _mm256_set1_epi8(0x0F);
-        for (lines, (b0, b1)) in out.b.chunks_exact_mut(Q4_K_DEC_LINES).zip(w0.iter().zip(w1)) {
-            for (half, b) in [b0, b1].into_iter().enumerate() {
-                let at = |l: &mut DecLine| l.0.as_mut_ptr().add(32 * half) as *mut __m256i;
-                for c in 0..4 {
-                    let bits = _mm256_loadu_si256(b.qs.as_ptr().add(32 * c) as *const __m256i);
-                    _mm256_store_si256(at(&mut lines[2 * c]), _mm256_and_si256(bits, m4));
-                    _mm256_store_si256(at(&mut lines[2 * c + 1]), _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
-                }
-                for j in 0..8 {
-                    let (sc, m) = q4_k_scale_min(j, &b.scales);
-                    _mm256_store_si256(at(&mut lines[8 + j]), _mm256_set1_epi16(sc as i16));
-                    lines[16].0[16 * half + 2 * j..][..2].copy_from_slice(&(m as i16).to_le_bytes());
-                }
-                _mm_storeu_ps(lines[16].0.as_mut_ptr().add(32 + 8 * half) as *mut f32, q4_k_d_dmin(b));
+        for k in 0..n {
+            let lines = &mut out.b[Q4_K_TILE_LINES * k..Q4_K_TILE_LINES * (k + 1)];
+            for c in 0..8 {
+                // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
+                let q = std::array::from_fn(|r| {
+                    let bits = _mm256_loadu_si256(w[r][k].qs.as_ptr().add(32 * (c / 2)) as *const __m256i);
+                    _mm256_and_si256(if c % 2 == 0 { bits } else { _mm256_srli_epi16(bits, 4) }, m4)
+                });
+                interleave8(q, &mut lines[4 * c..4 * c + 4]);
             }
+            // per row its scales then mins as i16 (q4_k_scales_mins), transposed so that lane r
+            // holds row r's: the scales as i32 with the scale in both i16 halves, the mins pairs
+            // (the high 128 bits, swapped to the front) as they are
+            let sm: [__m256i; 8] = std::array::from_fn(|r| q4_k_scales_mins(&w[r][k].scales));
+            let dup = |v: __m256i| unsafe { _mm256_or_si256(v, _mm256_slli_epi32::<16>(v)) };
+            interleave8(sm.map(|v| unsafe { dup(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v))) }), &mut lines[32..36]);
+            let mut mins = [DecLine([0; 64]); 4];
+            interleave8(sm.map(|v| unsafe { _mm256_permute2x128_si256::<0x01>(v, v) }), &mut mins);
+            lines[36..38].copy_from_slice(&mins[..2]);
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].d))));
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].dmin))));
         }
     }
 
-    /// rows[i] . xs[t] for a row pair decoded by decode_q4_k_avx512 and four activations (prefill):
-    /// result [i][t] is bitwise the gemm order (gate_q4_k_gemm). Requires AVX2, FMA and AVX-512 F + BW +
-    /// VL + VNNI.
+    /// dot8x4_q4_k_avx2 (avx2_tile.rs) and dot8x4_q4_k_avx512 (avx512.rs): rows[r] . xs[t] for eight
+    /// rows decoded by decode8_q4_k_avx2 and four activations in the gemm order (gate_q4_k_gemm in
+    /// the kernels gate), `s_p(base, ys, p)` giving each token's exact S_p = sc_2p * (q . x_q)_2p +
+    /// sc_2p+1 * (q . x_q)_2p+1 as f32 (lane r: row r) from the super-block's lines at `base`; then
+    /// M_p = m_2p * bsum32_2p + m_2p+1 * bsum32_2p+1 (one madd), acc = fma(f32(S_p), d * d_x, acc),
+    /// acc_m = fma(f32(M_p), dmin * d_x, acc_m); result acc - acc_m. Inlined into its callers, whose
+    /// instruction sets it uses.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(crate) unsafe fn dot2x4_q4_k_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = rows.b.len() / Q4_K_DEC_LINES;
-        assert_eq!(rows.b.len(), Q4_K_DEC_LINES * n, "decoded Q4_K row pair of {} lines", rows.b.len());
-        for x in xs {
-            let ok = x.q8_k.len() == n && x.f32.len() == 256 * n;
-            assert!(ok, "decoded Q4_K row pair of {n} blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
-        }
-        // Lane 4r + t: row r, token t.
-        let (mut acc, mut acc_m) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for (i, lines) in rows.b.chunks_exact(Q4_K_DEC_LINES).enumerate() {
-            // Aligned loads: a DecLine is 64-byte aligned.
-            let line = lines.as_ptr() as *const __m512i;
-            let ys = [&xs[0].q8_k[i], &xs[1].q8_k[i], &xs[2].q8_k[i], &xs[3].q8_k[i]];
-            let mins = _mm256_load_si256(line.add(16) as *const __m256i);
-            // z[p][t]: the 16 lane sums (8 per row) of S_p for token t; m[t]: [M_0..4 of row 0 | of row 1].
-            let mut z = [[_mm512_setzero_si512(); 4]; 4];
-            let mut m = [_mm256_setzero_si256(); 4];
+    #[inline(always)]
+    unsafe fn dot8x4_q4_k(rows: &DecRows, xs: [&Act; 4], s_p: impl Fn(*const u8, [&BlockQ8K; 4], usize) -> [__m256; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 16;
+        assert!(rows.b.len() == Q4_K_TILE_LINES * n && rows.d.len() == 16 * n, "decoded Q4_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        let ok = xs.iter().all(|x| x.q8_k.len() == n && x.f32.len() == 256 * n);
+        assert!(ok, "decoded Q4_K tile of {n} super-blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc_m = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 38k..38k + 38, scales 16k..16k + 16 and super-block
+            // k of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q4_K_TILE_LINES * k) as *const u8;
+            let d = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k));
+            let dmin = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k + 8));
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            // per token, the eight bsum32 as i16: pair p's two are i32 lane p (broadcast below)
+            let mut bs = [[0i32; 4]; 4];
             for t in 0..4 {
-                for j in 0..8 {
-                    let y = _mm512_broadcast_i64x4(_mm256_loadu_si256(ys[t].qs.as_ptr().add(32 * j) as *const __m256i));
-                    let p = _mm512_maddubs_epi16(_mm512_load_si512(line.add(j)), y);
-                    z[j / 2][t] = _mm512_dpwssd_epi32(z[j / 2][t], p, _mm512_load_si512(line.add(8 + j)));
-                }
-                let bs = _mm256_loadu_si256(ys[t].bsums.as_ptr() as *const __m256i);
-                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256::<1>(bs));
-                m[t] = _mm256_madd_epi16(mins, _mm256_broadcastsi128_si256(q8s));
+                let b16 = _mm256_loadu_si256(y[t].bsums.as_ptr() as *const __m256i);
+                let b32 = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
+                _mm_storeu_si128(bs[t].as_mut_ptr() as *mut __m128i, b32);
             }
-            // [d0, dmin0, d1, dmin1] spread to lanes 4r + t, times the four tokens' d_x.
-            let dw = _mm256_castps128_ps256(_mm_load_ps((line.add(16) as *const f32).add(8)));
-            let dx = _mm_set_ps(ys[3].d, ys[2].d, ys[1].d, ys[0].d);
-            let dx = _mm256_set_m128(dx, dx);
-            let dd = _mm256_mul_ps(_mm256_permutevar8x32_ps(dw, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2)), dx);
-            let dm = _mm256_mul_ps(_mm256_permutevar8x32_ps(dw, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3)), dx);
-            let mt = q4_k_transpose4x2(m);
             for p in 0..4 {
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4_k_pair_sums(z[p])), dd, acc);
-                acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt[p]), dm, acc_m);
+                let s = s_p(base, y, p);
+                let mv = _mm256_load_si256(base.add(2304 + 32 * p) as *const __m256i);
+                for t in 0..4 {
+                    let dx = _mm256_set1_ps(y[t].d);
+                    let m = _mm256_madd_epi16(mv, _mm256_set1_epi32(bs[t][p]));
+                    acc[t] = _mm256_fmadd_ps(s[t], _mm256_mul_ps(d, dx), acc[t]);
+                    acc_m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dx), acc_m[t]);
+                }
             }
         }
-        let mut out = [[0f32; 4]; 2];
-        let r = _mm256_sub_ps(acc, acc_m);
-        _mm_storeu_ps(out[0].as_mut_ptr(), _mm256_castps256_ps128(r));
-        _mm_storeu_ps(out[1].as_mut_ptr(), _mm256_extractf128_ps::<1>(r));
-        out
+        rows8x4(std::array::from_fn(|t| _mm256_sub_ps(acc[t], acc_m[t])))
     }
 
-    // Lane 4r + t = the sum of lanes 8r..8r + 8 of z[t] (r: row, t: token), exactly.
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    unsafe fn q4_k_pair_sums(z: [__m512i; 4]) -> __m256i {
-        let a01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
-        let a23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
-        // per 128-bit chunk c: the sums of its four lanes of z[0], z[1], z[2], z[3]
-        let b = _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
-        let c = _mm512_add_epi32(b, _mm512_shuffle_i32x4::<0b10_11_00_01>(b, b));
-        _mm512_castsi512_si256(_mm512_shuffle_i32x4::<0b00_00_10_00>(c, c))
-    }
+    // AVX-512 VNNI Q4_K kernel for prefill and batched steps: the AVX2 realization's 8 x 4 tile in
+    // the gemm order (eight rows interleaved four quants at a time: decode8_q4_k_avx2 and the float
+    // part dot8x4_q4_k in avx2.rs), with one 256-bit vpdpbusd per quant group and token serving the
+    // eight rows (the AVX2 tile needs a maddubs and an add, and a madd per sub-block). This replaced
+    // a 2 x 4 tile (both rows of a pair in one 512-bit register, maddubs + vpdpwssd, then
+    // horizontal sums per pair). The single-row dot and the scale unpacking come from avx2.rs.
 
-    // 4 x 4 transposes of i32 lanes in both 128-bit halves: out[p] lane 4h + t = r[t] lane 4h + p.
+    /// dot8x4_q4_k_avx2 with VNNI, for eight rows decoded by decode8_q4_k_avx2 and four activations:
+    /// each row's exact i32 sub-block sum A_j by one vpdpbusd per quant group and token, then S_p =
+    /// sc_2p * A_2p + sc_2p+1 * A_2p+1 in f32, exactly (|A_j| <= 32 * 15 * 128 and sc_j <= 63, so
+    /// each product and the sum are integers below 2^23), so the results are the bits of
+    /// dot8x4_q4_k_avx2. Requires AVX2, FMA and AVX-512 F + VL + VNNI.
     #[cfg(target_arch = "x86_64")]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_k_transpose4x2(r: [__m256i; 4]) -> [__m256i; 4] {
-        let t0 = _mm256_unpacklo_epi32(r[0], r[1]);
-        let t1 = _mm256_unpacklo_epi32(r[2], r[3]);
-        let t2 = _mm256_unpackhi_epi32(r[0], r[1]);
-        let t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-        [_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1), _mm256_unpacklo_epi64(t2, t3), _mm256_unpackhi_epi64(t2, t3)]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn dot8x4_q4_k_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        dot8x4_q4_k(rows, xs, |base, y, p| unsafe {
+            // a[h][t]: A_2p+h of token t; the two sub-blocks' groups interleaved (eight chains)
+            let mut a = [[_mm256_setzero_si256(); 4]; 2];
+            for g in 0..8 {
+                for h in 0..2 {
+                    let gg = 8 * (2 * p + h) + g;
+                    let wq = _mm256_load_si256(base.add(32 * gg) as *const __m256i);
+                    for t in 0..4 {
+                        a[h][t] = _mm256_dpbusd_epi32(a[h][t], wq, bcast4(y[t].qs.as_ptr().add(4 * gg)));
+                    }
+                }
+            }
+            // sc_2p+h of row r: i16 lanes 2r and 2r + 1 of the tile's scale line, i.e. the high half
+            // of i32 lane r
+            let sc = [0, 1].map(|h| unsafe { _mm256_cvtepi32_ps(_mm256_srli_epi32::<16>(_mm256_load_si256(base.add(2048 + 32 * (2 * p + h)) as *const __m256i))) });
+            std::array::from_fn(|t| unsafe { _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1][t]), sc[1], _mm256_mul_ps(_mm256_cvtepi32_ps(a[0][t]), sc[0])) })
+        })
     }
 }
 pub use dot_q4_k::*;
@@ -2146,16 +2146,30 @@ mod dot_q5_0 {
         }
     }
 
-    // The block count of an 8-row tile decoded by decode8_q5_0: asserts the tile and the four
-    // activations' Q8_0 forms agree on it.
-    fn tile8_blocks(rows: &DecRows, xs: [&Act; 4]) -> usize {
+    /// dot8x4_q5_0_avx2 (avx2_tile.rs) and dot8x4_q5_0_avx512 (avx512.rs): rows[r] . xs[t] for an
+    /// 8-row tile decoded by decode8_q5_0 and four activations in the block order (gate_q5_0_block
+    /// in the kernels gate), `sums(lines, k)` giving each token's exact integer sums of block k (lane
+    /// r: row r, the + 16 taken back) from the block's four lines; then acc = fma(f32(s), d_w * d_x,
+    /// acc), blocks in order. Inlined into its callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot8x4_q5_0(rows: &DecRows, xs: [&Act; 4], sums: impl Fn(*const u8, usize) -> [__m256i; 4]) -> [[f32; 4]; 8] {
         let n = rows.d.len() / 8;
         assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
-            assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        let ok = |x: &Act| x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+        assert!(xs.iter().all(|x| ok(x)), "decoded Q5_0 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
+            // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let s = sums(rows.b.as_ptr().add(4 * k) as *const u8, k);
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
+            for t in 0..4 {
+                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), dd, acc[t]);
+            }
         }
-        n
+        rows8x4(acc)
     }
 
     // AVX-512 VNNI Q5_0 kernels. Prefill and batched steps: the AVX2 realization's 8 x 4 tiles in the
@@ -2209,40 +2223,28 @@ mod dot_q5_0 {
     }
 
     /// dot8x4_q5_0_avx2 with VNNI, for eight rows decoded by decode8_q5_0_avx512 and four
-    /// activations: per block and token, one vpdpbusd per quant group (the token's four quants
-    /// broadcast) serves the eight rows, started from the token's q8_0_neg16_sum (which takes back
-    /// the + 16), so lane r holds the exact integer block sum of row r; then acc = fma(f32(s), d_w *
-    /// d_x, acc), blocks in order: the contract's block order, the bits of dot8x4_q5_0_avx2.
-    /// Requires AVX2, FMA and AVX-512 F + VL + VNNI.
+    /// activations: dot8x4_q5_0 with, per block and token, one vpdpbusd per quant group (the token's
+    /// four quants broadcast) serving the eight rows, started from the token's q8_0_neg16_sum (which
+    /// takes back the + 16): the bits of dot8x4_q5_0_avx2. Requires AVX2, FMA and AVX-512 F + VL +
+    /// VNNI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
     pub(crate) unsafe fn dot8x4_q5_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = tile8_blocks(rows, xs);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for k in 0..n {
-            // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
-            // activation exist (tile8_blocks). Aligned loads: a DecLine is 64-byte aligned.
-            let lines = rows.b.as_ptr().add(4 * k) as *const u8;
-            let mut s: [__m256i; 4] = std::array::from_fn(|t| _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
+        dot8x4_q5_0(rows, xs, |lines, k| unsafe {
+            let mut s = xs.map(|x| unsafe { _mm256_set1_epi32(*x.q8_0_neg16_sum.get_unchecked(k)) });
             for j in 0..8 {
                 let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
                 for t in 0..4 {
-                    let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
-                    s[t] = _mm256_dpbusd_epi32(s[t], w, _mm256_set1_epi32(y4));
+                    s[t] = _mm256_dpbusd_epi32(s[t], w, bcast4(xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j)));
                 }
             }
-            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
-            for t in 0..4 {
-                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), dd, acc[t]);
-            }
-        }
-        rows8x4(acc)
+            s
+        })
     }
 }
 pub use dot_q5_0::*;
 
-// ==== 10. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+avx2+avx512 (ckb) ====
+// ==== 10. Q6_K blocks and dot kernel — contract dot_q6_k v3, realization dot_q6_k/blocks+avx2+avx512 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -2315,8 +2317,8 @@ mod dot_q6_k {
     // offset is taken off per lane as 32 * (bsums . scales) (madd of bsums with the scales); per
     // super-block one fma by d_x*d into eight f32 lanes, reduced at the end. Integer parts are exact;
     // the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. Prefill goes
-    // through the 8 x 4 tile of avx2_tile.rs in the block order (the avx2 realization's `with`; the
-    // avx512 one replaces it with its VNNI 2 x 4 tile in this order).
+    // through the 8 x 4 tile in the block order: its decoder and float part here, its block sums in
+    // avx2_tile.rs (the avx2 realization's `with`) or, with VNNI, in avx512.rs.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -2371,77 +2373,107 @@ mod dot_q6_k {
         hsum_f32x8(acc)
     }
 
-    // AVX-512 tiled Q6_K prefill kernel: both rows of a pair in one 512-bit register (lanes 0..8 row
-    // 0, 8..16 row 1, each half ggml's AVX2 lane split), the pair's 6-bit quants and i16 scale
-    // vectors decoded once for all tokens. Per (row pair, token, super-block): eight maddubs +
-    // vpdpwssd (the exact i32 lane sums of dot_q6_k_avx2), the -32 offset as 32 * (bsums . scales),
-    // one conversion and one fma by d_x * d_w, so each (row, token) result is bitwise
-    // dot_q6_k_avx2. The single-row dot and the quant rebuilding come from avx2.rs.
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 16 sub-block scale
+    // vectors, then 8 scale-pair vectors (32 bytes each).
+    const Q6_K_TILE_LINES: usize = 44;
 
-    // Lines of one decoded super-block of a row pair.
-    const Q6_K_DEC_LINES: usize = 18;
-
-    /// Decodes a Q6_K row pair for dot2x4_q6_k_avx512. Layout: super-block b is lines 18b..18b + 18,
-    /// each [row 0 | row 1] in 32-byte halves: lines 0..8 the unsigned quants of values 32k..32k + 32
-    /// (q6_k_quants), 8..16 their scales as 16 x i16 (q6_k_scale_pair), 16 the sixteen scales as
-    /// i16 (for the bsums term), 17 the f32 super-block scale eight times; `d` stays empty.
-    /// Requires AVX2 and FMA.
+    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs). Layout: super-block k takes lines 44k..44k + 44:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
+    /// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
+    /// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
+    /// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
+    /// of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn decode_q6_k_avx512(rows: [&[u8]; 2], out: &mut DecRows) {
-        let (w0, w1) = (q6_k_blocks(rows[0]), q6_k_blocks(rows[1]));
-        assert_eq!(w0.len(), w1.len(), "Q6_K row pair of {} and {} blocks", w0.len(), w1.len());
-        out.b.resize(Q6_K_DEC_LINES * w0.len(), DecLine([0; 64]));
+    pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q6_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(Q6_K_TILE_LINES * n, DecLine([0; 64]));
         out.d.clear();
-        for (lines, (b0, b1)) in out.b.chunks_exact_mut(Q6_K_DEC_LINES).zip(w0.iter().zip(w1)) {
-            for (half, b) in [b0, b1].into_iter().enumerate() {
-                let scales = _mm_loadu_si128(b.scales.as_ptr() as *const __m128i);
-                let mut v = [_mm256_setzero_si256(); Q6_K_DEC_LINES];
-                for k in 0..8 {
-                    v[k] = q6_k_quants(b, k);
-                    v[8 + k] = q6_k_scale_pair(scales, k as i64);
-                }
-                v[16] = _mm256_cvtepi8_epi16(scales);
-                v[17] = _mm256_castps_si256(_mm256_set1_ps(fp16_to_f32(u16::from_le_bytes(b.d))));
-                for (line, v) in lines.iter_mut().zip(v) {
-                    _mm256_store_si256(line.0.as_mut_ptr().add(32 * half) as *mut __m256i, v);
-                }
+        for k in 0..n {
+            let lines = &mut out.b[Q6_K_TILE_LINES * k..Q6_K_TILE_LINES * (k + 1)];
+            for c in 0..8 {
+                interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
             }
+            // per row its sixteen scales as i16, transposed so that lane r holds row r's: as i32 with
+            // the scale in both i16 halves (sub-blocks 0..8, then 8..16), and as pairs
+            let sc: [__m256i; 8] = std::array::from_fn(|r| _mm256_cvtepi8_epi16(_mm_loadu_si128(w[r][k].scales.as_ptr() as *const __m128i)));
+            let dup = |v: __m256i| unsafe { _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32::<16>(v)) };
+            interleave8(sc.map(|v| unsafe { dup(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(v))) }), &mut lines[32..36]);
+            interleave8(sc.map(|v| unsafe { dup(_mm256_cvtepi16_epi32(_mm256_extracti128_si256::<1>(v))) }), &mut lines[36..40]);
+            interleave8(sc, &mut lines[40..44]);
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].d))));
         }
     }
 
-    /// rows[i] . xs[t] for a row pair decoded by decode_q6_k_avx512 and four activations (prefill):
-    /// result [i][t] is bitwise dot_q6_k_avx2(row i, xs[t]). Requires AVX2, FMA and AVX-512 F + BW +
-    /// VL + VNNI.
+    /// dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs): rows[r] . xs[t] for eight
+    /// rows decoded by decode8_q6_k_avx2 and four activations in the block order (gate_q6_k_block in
+    /// the kernels gate), `sums(base, ys)` giving each token's exact Σ_sub sc * Σ (q + 32) * x_q of
+    /// the super-block at `base` (lane r: row r); the + 32 comes back as 32 * Σ_sub sc * bsum16 (madd
+    /// of the scale pairs with the token's bsums), then acc = fma(f32(s), d * d_x, acc). Inlined into
+    /// its callers, whose instruction sets it uses.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(crate) unsafe fn dot2x4_q6_k_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 2] {
-        let n = rows.b.len() / Q6_K_DEC_LINES;
-        assert_eq!(rows.b.len(), Q6_K_DEC_LINES * n, "decoded Q6_K row pair of {} lines", rows.b.len());
-        for x in xs {
-            let ok = x.q8_k.len() == n && x.f32.len() == 256 * n;
-            assert!(ok, "decoded Q6_K row pair of {n} blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
-        }
-        let mut acc = [_mm512_setzero_ps(); 4];
-        for (i, lines) in rows.b.chunks_exact(Q6_K_DEC_LINES).enumerate() {
-            // Aligned loads: a DecLine is 64-byte aligned.
-            let line = lines.as_ptr() as *const __m512i;
+    #[inline(always)]
+    unsafe fn dot8x4_q6_k(rows: &DecRows, xs: [&Act; 4], sums: impl Fn(*const u8, [&BlockQ8K; 4]) -> [__m256i; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == Q6_K_TILE_LINES * n && rows.d.len() == 8 * n, "decoded Q6_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        let ok = xs.iter().all(|x| x.q8_k.len() == n && x.f32.len() == 256 * n);
+        assert!(ok, "decoded Q6_K tile of {n} super-blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 44k..44k + 44, scales 8k..8k + 8 and super-block k
+            // of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q6_K_TILE_LINES * k) as *const u8;
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            let s = sums(base, y);
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
             for t in 0..4 {
-                let y = &xs[t].q8_k[i];
-                let mut sumi = _mm512_setzero_si512();
-                for k in 0..8 {
-                    let yk = _mm512_broadcast_i64x4(_mm256_loadu_si256(y.qs.as_ptr().add(32 * k) as *const __m256i));
-                    // Unsigned 6-bit quants (< 64) times signed q8: pair sums fit i16 without saturation.
-                    let p = _mm512_maddubs_epi16(_mm512_load_si512(line.add(k)), yk);
-                    sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_load_si512(line.add(8 + k)));
+                let mut c = _mm256_setzero_si256();
+                for i in 0..8 {
+                    let pair = _mm256_load_si256(base.add(2560 + 32 * i) as *const __m256i);
+                    let bs = (y[t].bsums.as_ptr().add(2 * i) as *const i32).read_unaligned();
+                    c = _mm256_add_epi32(c, _mm256_madd_epi16(pair, _mm256_set1_epi32(bs)));
                 }
-                let bsums = _mm512_broadcast_i64x4(_mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i));
-                let offset = _mm512_slli_epi32::<5>(_mm512_madd_epi16(bsums, _mm512_load_si512(line.add(16))));
-                let d = _mm512_mul_ps(_mm512_set1_ps(y.d), _mm512_castsi512_ps(_mm512_load_si512(line.add(17))));
-                acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, offset)), acc[t]);
+                let st = _mm256_sub_epi32(s[t], _mm256_slli_epi32::<5>(c));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), _mm256_mul_ps(dw, _mm256_set1_ps(y[t].d)), acc[t]);
             }
         }
-        hsum_halves4(acc)
+        rows8x4(acc)
+    }
+
+    // AVX-512 VNNI Q6_K kernel for prefill and batched steps: the AVX2 realization's 8 x 4 tile in
+    // the block order (eight rows interleaved four quants at a time, as q + 32: decode8_q6_k_avx2
+    // and the float part dot8x4_q6_k in avx2.rs), with one 256-bit vpdpbusd per quant group and
+    // token serving the eight rows (the AVX2 tile needs a maddubs, and per two groups an add and a
+    // madd). This replaced a 2 x 4 tile in the single-row dot's lane order (both rows of a pair in
+    // one 512-bit register). The single-row dot and the quant rebuilding come from avx2.rs.
+
+    /// dot8x4_q6_k_avx2 with VNNI, for eight rows decoded by decode8_q6_k_avx2 and four activations:
+    /// per sub-block (16 values, four quant groups) each row's exact i32 Σ (q + 32) * x_q by four
+    /// vpdpbusd, times the row's scale (vpmulld), summed over the sub-blocks: the same integers, so
+    /// the bits of dot8x4_q6_k_avx2. Requires AVX2, FMA and AVX-512 F + VL + VNNI.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn dot8x4_q6_k_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
+        dot8x4_q6_k(rows, xs, |base, y| unsafe {
+            let mut s = [_mm256_setzero_si256(); 4];
+            for sb in 0..16 {
+                // the scale of sub-block sb, row r: i16 lanes 2r and 2r + 1 of its line, i.e. the
+                // high half of i32 lane r (signed)
+                let sc = _mm256_srai_epi32::<16>(_mm256_load_si256(base.add(2048 + 32 * sb) as *const __m256i));
+                let mut a = [_mm256_setzero_si256(); 4];
+                for g in 4 * sb..4 * sb + 4 {
+                    let w = _mm256_load_si256(base.add(32 * g) as *const __m256i);
+                    for t in 0..4 {
+                        a[t] = _mm256_dpbusd_epi32(a[t], w, bcast4(y[t].qs.as_ptr().add(4 * g)));
+                    }
+                }
+                s = std::array::from_fn(|t| unsafe { _mm256_add_epi32(s[t], _mm256_mullo_epi32(a[t], sc)) });
+            }
+            s
+        })
     }
 }
 pub use dot_q6_k::*;
@@ -2645,9 +2677,9 @@ mod dispatch {
     /// `dot_dec`); 0 when the type has none.
     pub(crate) fn tile_rows(ty: GgmlType) -> usize {
         match ty {
-            GgmlType::Q4_K => 2,
+            GgmlType::Q4_K => 8,
             GgmlType::Q5_0 => 8,
-            GgmlType::Q6_K => 2,
+            GgmlType::Q6_K => 8,
             _ => 0,
         }
     }
@@ -2657,11 +2689,11 @@ mod dispatch {
     pub(crate) fn dec_rows(ty: GgmlType, rows: &[&[u8]], out: &mut DecRows) -> bool {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q4_K => unsafe { decode_q4_k_avx512(rows.try_into().expect("tile_rows rows"), out) },
+            GgmlType::Q4_K => unsafe { decode8_q4_k_avx2(rows.try_into().expect("tile_rows rows"), out) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q5_0 => unsafe { decode8_q5_0_avx512(rows.try_into().expect("tile_rows rows"), out) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q6_K => unsafe { decode_q6_k_avx512(rows.try_into().expect("tile_rows rows"), out) },
+            GgmlType::Q6_K => unsafe { decode8_q6_k_avx2(rows.try_into().expect("tile_rows rows"), out) },
             _ => return false,
         }
         true
@@ -2673,11 +2705,11 @@ mod dispatch {
     pub(crate) fn dot_dec(ty: GgmlType, rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         match ty {
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q4_K => unsafe { tile8(dot2x4_q4_k_avx512(rows, xs)) },
+            GgmlType::Q4_K => unsafe { tile8(dot8x4_q4_k_avx512(rows, xs)) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q5_0 => unsafe { tile8(dot8x4_q5_0_avx512(rows, xs)) },
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q6_K => unsafe { tile8(dot2x4_q6_k_avx512(rows, xs)) },
+            GgmlType::Q6_K => unsafe { tile8(dot8x4_q6_k_avx512(rows, xs)) },
             other => panic!("tensor type {} has no tiled kernel in this engine", other.name()),
         }
     }
@@ -3005,14 +3037,14 @@ mod matvec {
             let mut k = 0;
             while k + 4 <= dst.len() {
                 let r = r0 + k;
-                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+                prefetch_past(data, rb, r..r + 4, end);
                 let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
                 dst[k..k + 4].copy_from_slice(&v);
                 k += 4;
             }
             for (k, d) in dst.iter_mut().enumerate().skip(k) {
                 let r = r0 + k;
-                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
+                prefetch_past(data, rb, r..r + 1, end);
                 *d = dot_row(w.ty, row(r), x);
             }
         });
@@ -3022,6 +3054,13 @@ mod matvec {
     /// prefetchers alone, the matvecs of a decode step read the weights at about half the
     /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
     const PREFETCH_AHEAD: usize = 2048;
+
+    /// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as
+    /// far as they go before byte `end` (the end of the task's rows).
+    #[inline]
+    fn prefetch_past(data: &[u8], rb: usize, rows: std::ops::Range<usize>, end: usize) {
+        prefetch(&data[(rows.start * rb + PREFETCH_AHEAD).min(end)..(rows.end * rb + PREFETCH_AHEAD).min(end)]);
+    }
 
     /// Asks the cache for `bytes` (weights a task reads soon), a line at a time; only a hint.
     #[inline]
@@ -3106,8 +3145,7 @@ mod matvec {
                         // the weights PREFETCH_AHEAD bytes past the rows decoded now, as much as they
                         // are: a step of few tokens otherwise waits on memory here and idles it in
                         // the dots (as matvec, a steady stream of requests rather than bursts)
-                        let (a, b) = ((tr + p * tile_n) * rb + PREFETCH_AHEAD, (tr + (p + 1) * tile_n) * rb + PREFETCH_AHEAD);
-                        prefetch(&data[a.min(r1 * rb)..b.min(r1 * rb)]);
+                        prefetch_past(data, rb, tr + p * tile_n..tr + (p + 1) * tile_n, r1 * rb);
                         let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
                         assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
                     }
@@ -3124,7 +3162,7 @@ mod matvec {
                             let row = &data[r * rb..(r + 1) * rb];
                             if t0 == 0 {
                                 // as the tiled kernels' decode above: the weights PREFETCH_AHEAD bytes on
-                                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(r1 * rb)..((r + 1) * rb + PREFETCH_AHEAD).min(r1 * rb)]);
+                                prefetch_past(data, rb, r..r + 1, r1 * rb);
                             }
                             let mut v = [[0.0; 4]; 8];
                             v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
@@ -4901,13 +4939,19 @@ mod server_openai {
     /// Pieces a request may hold queued for its connection; a full queue (a client that stopped
     /// reading) cancels the request.
     const SCHED_QUEUE: usize = 1024;
-    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first): reading
-    /// prompts slows the running streams' steps only by about what a chunk costs, new requests that
-    /// arrive together share the weights' reading, and BATCH_SEQS decode tokens plus a chunk fit a
-    /// batch.
+    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first), plus one
+    /// for each slot not decoding: reading prompts slows the running streams' steps only by about
+    /// what a chunk costs, new requests that arrive together share the weights' reading, and a step
+    /// never exceeds BATCH_SEQS + SCHED_CHUNK tokens, which fit a batch.
     const SCHED_CHUNK: usize = 64;
     /// How often a waiting connection thread checks that its client is still there.
     const SCHED_POLL: Duration = Duration::from_millis(20);
+    /// At an idle server, how long the scheduler waits after a request for the next one (and at most
+    /// SCHED_GATHER_MAX in all) before its first step: clients that send together (their
+    /// connections' tokenizing spreads the arrivals over a few ms) share the first prefill step
+    /// instead of one prompt being read alone and the rest a step later.
+    const SCHED_GATHER: Duration = Duration::from_millis(3);
+    const SCHED_GATHER_MAX: Duration = Duration::from_millis(10);
 
     const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
 
@@ -4967,14 +5011,17 @@ mod server_openai {
         // (the tokenizer shared, so a step's logits are sampled where the step left them)
         let (tok, nv) = (eng.tok.clone(), eng.n_vocab());
         for tick in 1u64.. {
-            // new messages: block while there is nothing to run
-            let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
-            if next.is_none() && running.is_empty() && waiting.is_empty() {
+            // new messages: block while there is nothing to run, then gather those sent together
+            let idle = running.is_empty() && waiting.is_empty();
+            let mut next = if idle { rx.recv().ok() } else { rx.try_recv().ok() };
+            if next.is_none() && idle {
                 return; // the backend is gone
             }
+            let start = Instant::now();
             while let Some(req) = next.take() {
                 waiting.push_back(req);
-                next = rx.try_recv().ok();
+                let wait = if idle { SCHED_GATHER.min(SCHED_GATHER_MAX.saturating_sub(start.elapsed())) } else { Duration::ZERO };
+                next = rx.recv_timeout(wait).ok();
             }
             // cancelled requests leave at once
             running.retain_mut(|s| !(s.req.cancel.load(Ordering::Relaxed) && sched_end(s, rt::FinishReason::Cancelled)));
@@ -5003,10 +5050,10 @@ mod server_openai {
                 continue;
             }
             // the step: a token of every decoding request, then chunks of new prompts (oldest first)
-            // up to SCHED_CHUNK tokens in all; (running index, fed after the step) per work
+            // up to BATCH_SEQS + SCHED_CHUNK tokens in all; (running index, fed after the step) per work
             let decoding = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt);
             let mut plan: Vec<(usize, usize)> = decoding.map(|i| (i, running[i].fed + 1)).collect();
-            let mut budget = SCHED_CHUNK;
+            let mut budget = BATCH_SEQS + SCHED_CHUNK - plan.len();
             for (i, s) in running.iter().enumerate().filter(|(_, s)| s.fed < s.n_prompt) {
                 let take = (s.n_prompt - s.fed).min(budget);
                 if take == 0 {

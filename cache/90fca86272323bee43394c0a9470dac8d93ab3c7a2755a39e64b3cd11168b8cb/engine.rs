@@ -831,14 +831,14 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v4, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v5, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
     // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
     // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
     // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
-    // row sums of the AVX-512 pair tiles.
+    // 8-row tiles' interleaving of quants, broadcast of a token's quant group and [row][token] results.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -954,10 +954,21 @@ mod simd_avx2 {
         }
     }
 
+    /// The four bytes at `p` broadcast to the eight i32 lanes: a token's quant group (four quants)
+    /// for the 8-row tiles, whose one maddubs or vpdpbusd per group serves the eight rows. Requires
+    /// four readable bytes at `p`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn bcast4(p: *const i8) -> __m256i {
+        _mm256_set1_epi32((p as *const i32).read_unaligned())
+    }
+
     /// 32 bytes of eight rows (q[r]) interleaved four bytes at a time into four lines, as the 8-row
     /// tiles' decoders lay out quants: at byte 32g of `out`, row r's bytes 4g..4g + 4 at 4r. An 8 x 8
     /// transpose of i32 lanes: pairs, then quads, then halves.
     #[cfg(target_arch = "x86_64")]
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
         let t: [__m256i; 8] = std::array::from_fn(|i| {
@@ -1007,7 +1018,7 @@ mod vec_ops {
             let j = p.mul_add(u, f(0x3f7f_fff6) * b);
             // The far forms (|n| > 126) take their operands only on the lanes that use them: computed
             // on every lane, an unused product underflowed (2^-125 squared, or 2^-126 times < 1) and
-            // each underflow cost a microcode assist, 5x the time of swiglu. Past 192, 2^+-127 squared
+            // each underflow cost a microcode assist (swiglu took 5x its time). Past 192, 2^+-127 squared
             // is +inf or +0, given directly.
             let far = n.abs() > 126.0;
             let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
@@ -1700,7 +1711,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 9. Q4_K blocks and dot kernel — contract dot_q4_k v2, realization dot_q4_k/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 9. Q4_K blocks and dot kernel — contract dot_q4_k v3, realization dot_q4_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1781,110 +1792,33 @@ mod dot_q4_k {
     // (ggml_gemm_q4_K_8x8_q8_K), laid out as that gemm lays out its weights: eight rows decoded
     // together, their 4-bit quants interleaved four at a time, so one maddubs serves the eight rows
     // of a token (a row per i32 lane) and the per-pair sums come out per row without horizontal adds.
+    // The decoder (decode8_q4_k_avx2) and the kernel's float part (dot8x4_q4_k) are in avx2.rs,
+    // shared with the avx512 realization's VNNI form of this tile.
 
-    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 8 sub-block scale vectors,
-    // then 4 min vectors (32 bytes each).
-    const Q4_K_TILE_LINES: usize = 38;
-
-    /// Decodes eight Q4_K rows for dot8x4_q4_k_avx2. Layout: super-block k takes lines 38k..38k + 38:
-    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants
-    /// (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16 scale of sub-block j, row r's in
-    /// i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of sub-blocks 2p and 2p + 1, row r's in
-    /// i16 lanes 2r and 2r + 1. d[16k + r] is row r's d, d[16k + 8 + r] its dmin, as f32. The
-    /// buffers of `out` are reused. Requires AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
-        let w = rows.map(q4_k_blocks);
-        let n = w[0].len();
-        assert!(w.iter().all(|r| r.len() == n), "Q4_K tile rows of {:?} blocks", w.map(|r| r.len()));
-        // every line of a block is written below: the buffer is only sized (once per matrix shape)
-        out.b.resize(Q4_K_TILE_LINES * n, DecLine([0; 64]));
-        out.d.clear();
-        let m4 = _mm256_set1_epi8(0x0F);
-        for k in 0..n {
-            let lines = &mut out.b[Q4_K_TILE_LINES * k..Q4_K_TILE_LINES * (k + 1)];
-            for c in 0..8 {
-                // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
-                let q = std::array::from_fn(|r| {
-                    let bits = _mm256_loadu_si256(w[r][k].qs.as_ptr().add(32 * (c / 2)) as *const __m256i);
-                    _mm256_and_si256(if c % 2 == 0 { bits } else { _mm256_srli_epi16(bits, 4) }, m4)
-                });
-                interleave8(q, &mut lines[4 * c..4 * c + 4]);
-            }
-            let mut sc = [[0i16; 16]; 8]; // [sub-block][i16 lane]
-            let mut mins = [[0i16; 16]; 4]; // [pair][i16 lane]
-            for (r, wr) in w.iter().enumerate() {
-                for j in 0..8 {
-                    let (s, m) = q4_k_scale_min(j, &wr[k].scales);
-                    sc[j][2 * r..2 * r + 2].fill(s as i16);
-                    mins[j / 2][2 * r + j % 2] = m as i16;
-                }
-                out.d.push(fp16_to_f32(u16::from_le_bytes(wr[k].d)));
-            }
-            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].dmin))));
-            for (i, v) in sc.iter().chain(&mins).enumerate() {
-                _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
-            }
-        }
-    }
-
-    /// rows[r] . xs[t] for eight rows decoded by decode8_q4_k_avx2 and four activations (prefill), in
-    /// the gemm order (gate_q4_k_gemm in the kernels gate): per super-block and pair p of sub-blocks
-    /// the exact S_p = sc_2p * (q . x_q)_2p + sc_2p+1 * (q . x_q)_2p+1 and M_p = m_2p * bsum32_2p +
-    /// m_2p+1 * bsum32_2p+1, then acc = fma(f32(S_p), d * d_x, acc), acc_m = fma(f32(M_p), dmin *
-    /// d_x, acc_m); result acc - acc_m. The eight groups of a sub-block are summed in i16 (|sum| <=
-    /// 8 * 2 * 15 * 127 < 2^15) before madd with the scales. Requires AVX2 and FMA.
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q4_k_avx2 (avx2.rs) and four activations
+    /// (prefill): dot8x4_q4_k with S_p from one maddubs per quant group and token serving the eight
+    /// rows, the eight groups of a sub-block summed in i16 (|sum| <= 8 * 2 * 15 * 127 < 2^15) before
+    /// madd with the scales. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot8x4_q4_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = rows.d.len() / 16;
-        assert!(rows.b.len() == Q4_K_TILE_LINES * n && rows.d.len() == 16 * n, "decoded Q4_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            assert!(x.q8_k.len() == n && x.f32.len() == 256 * n, "decoded Q4_K tile of {n} super-blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
-        }
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut acc_m = [_mm256_setzero_ps(); 4];
-        for k in 0..n {
-            // SAFETY (indexing): k < n, so lines 38k..38k + 38, scales 16k..16k + 16 and super-block
-            // k of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
-            let base = rows.b.as_ptr().add(Q4_K_TILE_LINES * k) as *const u8;
-            let d = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k));
-            let dmin = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k + 8));
-            let y = xs.map(|x| x.q8_k.get_unchecked(k));
-            // per token, the eight bsum32 as i16: pair p's two are i32 lane p (broadcast below)
-            let mut bs = [[0i32; 4]; 4];
-            for t in 0..4 {
-                let b16 = _mm256_loadu_si256(y[t].bsums.as_ptr() as *const __m256i);
-                let b32 = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
-                _mm_storeu_si128(bs[t].as_mut_ptr() as *mut __m128i, b32);
-            }
-            for p in 0..4 {
-                let mut s = [_mm256_setzero_si256(); 4];
-                for j in [2 * p, 2 * p + 1] {
-                    let mut sum = [_mm256_setzero_si256(); 4];
-                    for g in 8 * j..8 * j + 8 {
-                        let wq = _mm256_load_si256(base.add(32 * g) as *const __m256i);
-                        for t in 0..4 {
-                            let y4 = (y[t].qs.as_ptr().add(4 * g) as *const i32).read_unaligned();
-                            sum[t] = _mm256_add_epi16(sum[t], _mm256_maddubs_epi16(wq, _mm256_set1_epi32(y4)));
-                        }
-                    }
-                    let scv = _mm256_load_si256(base.add(2048 + 32 * j) as *const __m256i);
+        dot8x4_q4_k(rows, xs, |base, y, p| unsafe {
+            let mut s = [_mm256_setzero_si256(); 4];
+            for j in [2 * p, 2 * p + 1] {
+                let mut sum = [_mm256_setzero_si256(); 4];
+                for g in 8 * j..8 * j + 8 {
+                    let wq = _mm256_load_si256(base.add(32 * g) as *const __m256i);
                     for t in 0..4 {
-                        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(sum[t], scv));
+                        sum[t] = _mm256_add_epi16(sum[t], _mm256_maddubs_epi16(wq, bcast4(y[t].qs.as_ptr().add(4 * g))));
                     }
                 }
-                let mv = _mm256_load_si256(base.add(2304 + 32 * p) as *const __m256i);
+                let scv = _mm256_load_si256(base.add(2048 + 32 * j) as *const __m256i);
                 for t in 0..4 {
-                    let dx = _mm256_set1_ps(y[t].d);
-                    let m = _mm256_madd_epi16(mv, _mm256_set1_epi32(bs[t][p]));
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, dx), acc[t]);
-                    acc_m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dx), acc_m[t]);
+                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(sum[t], scv));
                 }
             }
-        }
-        rows8x4(std::array::from_fn(|t| _mm256_sub_ps(acc[t], acc_m[t])))
+            s.map(|s| _mm256_cvtepi32_ps(s))
+        })
     }
 
     // AVX2 Q4_K x Q8_K dot with the float operation order of llama.cpp's AVX2 path for Q4_K weights
@@ -1893,8 +1827,9 @@ mod dot_q4_k {
     // M = sum_j m_j * bsum32_j, then acc = fma(f32(S), d*d_x, acc), acc_m = fma(f32(M), dmin*d_x,
     // acc_m), result = acc - acc_m. The integer parts are formed with ggml's vec_dot_q4_K_q8_K
     // instructions (utmp scale unpacking, maddubs/madd, hadd of the bsums) and reduced per block.
-    // The four-token prefill kernel (the gemm's order) is avx2_dot4.rs (the avx2 realization's
-    // `with`; the avx512 one replaces it with its tile).
+    // Prefill and batched steps go through the 8 x 4 tile in the gemm's order: its decoder and
+    // float part here, its integer sums in avx2_tile.rs (the avx2 realization's `with`) or, with
+    // VNNI, in avx512.rs.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -1975,6 +1910,94 @@ mod dot_q4_k {
         }
         _mm_cvtss_f32(_mm_sub_ss(acc, _mm_movehdup_ps(acc)))
     }
+
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 8 sub-block scale vectors,
+    // then 4 min vectors (32 bytes each).
+    const Q4_K_TILE_LINES: usize = 38;
+
+    /// Decodes eight Q4_K rows for dot8x4_q4_k_avx2 (avx2_tile.rs) and dot8x4_q4_k_avx512 (avx512.rs). Layout: super-block k takes lines 38k..38k + 38:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants
+    /// (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16 scale of sub-block j, row r's in
+    /// i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of sub-blocks 2p and 2p + 1, row r's in
+    /// i16 lanes 2r and 2r + 1. d[16k + r] is row r's d, d[16k + 8 + r] its dmin, as f32. The
+    /// buffers of `out` are reused. Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q4_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q4_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(Q4_K_TILE_LINES * n, DecLine([0; 64]));
+        out.d.clear();
+        let m4 = _mm256_set1_epi8(0x0F);
+        for k in 0..n {
+            let lines = &mut out.b[Q4_K_TILE_LINES * k..Q4_K_TILE_LINES * (k + 1)];
+            for c in 0..8 {
+                // values 32c..32c + 32: the low nibbles of qs[32(c / 2)..] for even c, the high for odd
+                let q = std::array::from_fn(|r| {
+                    let bits = _mm256_loadu_si256(w[r][k].qs.as_ptr().add(32 * (c / 2)) as *const __m256i);
+                    _mm256_and_si256(if c % 2 == 0 { bits } else { _mm256_srli_epi16(bits, 4) }, m4)
+                });
+                interleave8(q, &mut lines[4 * c..4 * c + 4]);
+            }
+            // per row its scales then mins as i16 (q4_k_scales_mins), transposed so that lane r
+            // holds row r's: the scales as i32 with the scale in both i16 halves, the mins pairs
+            // (the high 128 bits, swapped to the front) as they are
+            let sm: [__m256i; 8] = std::array::from_fn(|r| q4_k_scales_mins(&w[r][k].scales));
+            let dup = |v: __m256i| unsafe { _mm256_or_si256(v, _mm256_slli_epi32::<16>(v)) };
+            interleave8(sm.map(|v| unsafe { dup(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v))) }), &mut lines[32..36]);
+            let mut mins = [DecLine([0; 64]); 4];
+            interleave8(sm.map(|v| unsafe { _mm256_permute2x128_si256::<0x01>(v, v) }), &mut mins);
+            lines[36..38].copy_from_slice(&mins[..2]);
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].d))));
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].dmin))));
+        }
+    }
+
+    /// dot8x4_q4_k_avx2 (avx2_tile.rs) and dot8x4_q4_k_avx512 (avx512.rs): rows[r] . xs[t] for eight
+    /// rows decoded by decode8_q4_k_avx2 and four activations in the gemm order (gate_q4_k_gemm in
+    /// the kernels gate), `s_p(base, ys, p)` giving each token's exact S_p = sc_2p * (q . x_q)_2p +
+    /// sc_2p+1 * (q . x_q)_2p+1 as f32 (lane r: row r) from the super-block's lines at `base`; then
+    /// M_p = m_2p * bsum32_2p + m_2p+1 * bsum32_2p+1 (one madd), acc = fma(f32(S_p), d * d_x, acc),
+    /// acc_m = fma(f32(M_p), dmin * d_x, acc_m); result acc - acc_m. Inlined into its callers, whose
+    /// instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot8x4_q4_k(rows: &DecRows, xs: [&Act; 4], s_p: impl Fn(*const u8, [&BlockQ8K; 4], usize) -> [__m256; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 16;
+        assert!(rows.b.len() == Q4_K_TILE_LINES * n && rows.d.len() == 16 * n, "decoded Q4_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        let ok = xs.iter().all(|x| x.q8_k.len() == n && x.f32.len() == 256 * n);
+        assert!(ok, "decoded Q4_K tile of {n} super-blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc_m = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 38k..38k + 38, scales 16k..16k + 16 and super-block
+            // k of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q4_K_TILE_LINES * k) as *const u8;
+            let d = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k));
+            let dmin = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k + 8));
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            // per token, the eight bsum32 as i16: pair p's two are i32 lane p (broadcast below)
+            let mut bs = [[0i32; 4]; 4];
+            for t in 0..4 {
+                let b16 = _mm256_loadu_si256(y[t].bsums.as_ptr() as *const __m256i);
+                let b32 = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
+                _mm_storeu_si128(bs[t].as_mut_ptr() as *mut __m128i, b32);
+            }
+            for p in 0..4 {
+                let s = s_p(base, y, p);
+                let mv = _mm256_load_si256(base.add(2304 + 32 * p) as *const __m256i);
+                for t in 0..4 {
+                    let dx = _mm256_set1_ps(y[t].d);
+                    let m = _mm256_madd_epi16(mv, _mm256_set1_epi32(bs[t][p]));
+                    acc[t] = _mm256_fmadd_ps(s[t], _mm256_mul_ps(d, dx), acc[t]);
+                    acc_m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dx), acc_m[t]);
+                }
+            }
+        }
+        rows8x4(std::array::from_fn(|t| _mm256_sub_ps(acc[t], acc_m[t])))
+    }
 }
 pub use dot_q4_k::*;
 
@@ -2050,45 +2073,31 @@ mod dot_q5_0 {
         decode8_q5_0(rows, out, |b| unsafe { q5_0_decode(b) })
     }
 
-    /// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill).
-    /// Per block and token, one maddubs per quant group (the token's four quants broadcast) serves
-    /// the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 < 2^15), widened
-    /// with madd, and the token's q8_0_neg16_sum takes back the + 16, so lane r holds the exact
-    /// integer block sum s of row r; then acc = fma(f32(s), d_w * d_x, acc), blocks in order. That is
-    /// the contract's block order (gate_q5_0_block in the kernels gate), not dot_q5_0_avx2's eight
-    /// lane sums. Requires AVX2 and FMA.
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill):
+    /// dot8x4_q5_0 with, per block and token, one maddubs per quant group (the token's four quants
+    /// broadcast) serving the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 <
+    /// 2^15) and widened with madd onto the token's q8_0_neg16_sum, which takes back the + 16. That
+    /// is the contract's block order, not dot_q5_0_avx2's eight lane sums. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = tile8_blocks(rows, xs);
         let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for k in 0..n {
-            // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
-            // activation exist (tile8_blocks). Aligned loads: a DecLine is 64-byte aligned.
-            let lines = rows.b.as_ptr().add(4 * k) as *const u8;
-            let mut s = [_mm256_setzero_si256(); 4];
+        dot8x4_q5_0(rows, xs, |lines, k| unsafe {
+            let mut s = xs.map(|x| unsafe { _mm256_set1_epi32(*x.q8_0_neg16_sum.get_unchecked(k)) });
             for half in 0..2 {
                 let mut p = [_mm256_setzero_si256(); 4];
                 for j in 4 * half..4 * half + 4 {
                     let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
                     for t in 0..4 {
-                        let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
-                        p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(y4)));
+                        p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, bcast4(xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j))));
                     }
                 }
                 for t in 0..4 {
                     s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p[t], ones));
                 }
             }
-            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
-            for t in 0..4 {
-                let st = _mm256_add_epi32(s[t], _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
-                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), dd, acc[t]);
-            }
-        }
-        rows8x4(acc)
+            s
+        })
     }
 
     // AVX2 Q5_0 x Q8_0 dot, the operation order of ggml's AVX2 ggml_vec_dot_q5_0_q8_0: nibbles are
@@ -2213,21 +2222,35 @@ mod dot_q5_0 {
         }
     }
 
-    // The block count of an 8-row tile decoded by decode8_q5_0: asserts the tile and the four
-    // activations' Q8_0 forms agree on it.
-    fn tile8_blocks(rows: &DecRows, xs: [&Act; 4]) -> usize {
+    /// dot8x4_q5_0_avx2 (avx2_tile.rs) and dot8x4_q5_0_avx512 (avx512.rs): rows[r] . xs[t] for an
+    /// 8-row tile decoded by decode8_q5_0 and four activations in the block order (gate_q5_0_block
+    /// in the kernels gate), `sums(lines, k)` giving each token's exact integer sums of block k (lane
+    /// r: row r, the + 16 taken back) from the block's four lines; then acc = fma(f32(s), d_w * d_x,
+    /// acc), blocks in order. Inlined into its callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot8x4_q5_0(rows: &DecRows, xs: [&Act; 4], sums: impl Fn(*const u8, usize) -> [__m256i; 4]) -> [[f32; 4]; 8] {
         let n = rows.d.len() / 8;
         assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
-            assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+        let ok = |x: &Act| x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+        assert!(xs.iter().all(|x| ok(x)), "decoded Q5_0 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
+            // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let s = sums(rows.b.as_ptr().add(4 * k) as *const u8, k);
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
+            for t in 0..4 {
+                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), dd, acc[t]);
+            }
         }
-        n
+        rows8x4(acc)
     }
 }
 pub use dot_q5_0::*;
 
-// ==== 11. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+avx2_tile+avx2 (ckb) ====
+// ==== 11. Q6_K blocks and dot kernel — contract dot_q6_k v3, realization dot_q6_k/blocks+avx2_tile+avx2 (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -2297,66 +2320,17 @@ mod dot_q6_k {
     // AVX2 tiled Q6_K prefill kernel in the block order: eight rows decoded together, their quants
     // (as q + 32, unsigned) interleaved four at a time, so one maddubs serves the eight rows of a
     // token (a row per i32 lane); a super-block's sum is exact in integers before its one fma.
+    // The decoder (decode8_q6_k_avx2) and the kernel's float part (dot8x4_q6_k) are in avx2.rs,
+    // shared with the avx512 realization's VNNI form of this tile.
 
-    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 16 sub-block scale
-    // vectors, then 8 scale-pair vectors (32 bytes each).
-    const Q6_K_TILE_LINES: usize = 44;
-
-    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2. Layout: super-block k takes lines 44k..44k + 44:
-    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
-    /// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
-    /// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
-    /// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
-    /// of `out` are reused. Requires AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
-        let w = rows.map(q6_k_blocks);
-        let n = w[0].len();
-        assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
-        // every line of a block is written below: the buffer is only sized (once per matrix shape)
-        out.b.resize(Q6_K_TILE_LINES * n, DecLine([0; 64]));
-        out.d.clear();
-        for k in 0..n {
-            let lines = &mut out.b[Q6_K_TILE_LINES * k..Q6_K_TILE_LINES * (k + 1)];
-            for c in 0..8 {
-                interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
-            }
-            let mut sc = [[0i16; 16]; 24]; // [sub-block, then pair][i16 lane]
-            for (r, wr) in w.iter().enumerate() {
-                for s in 0..16 {
-                    let v = wr[k].scales[s] as i8 as i16;
-                    sc[s][2 * r..2 * r + 2].fill(v);
-                    sc[16 + s / 2][2 * r + s % 2] = v;
-                }
-                out.d.push(fp16_to_f32(u16::from_le_bytes(wr[k].d)));
-            }
-            for (i, v) in sc.iter().enumerate() {
-                _mm256_store_si256(lines[32 + i / 2].0.as_mut_ptr().add(32 * (i % 2)) as *mut __m256i, _mm256_loadu_si256(v.as_ptr() as *const __m256i));
-            }
-        }
-    }
-
-    /// rows[r] . xs[t] for eight rows decoded by decode8_q6_k_avx2 and four activations (prefill), in
-    /// the block order (gate_q6_k_block in the kernels gate): per super-block the exact integer
-    /// s = Σ_sub sc * Σ (q - 32) * x_q, then acc = fma(f32(s), d * d_x, acc). Two quant groups are
-    /// summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales; the + 32 comes
-    /// back as 32 * Σ_sub sc * bsum16 (madd of the scale pairs with the token's bsums). Requires AVX2
-    /// and FMA.
+    /// rows[r] . xs[t] for eight rows decoded by decode8_q6_k_avx2 (avx2.rs) and four activations
+    /// (prefill): dot8x4_q6_k with one maddubs per quant group and token serving the eight rows, two
+    /// groups summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales. Requires
+    /// AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot8x4_q6_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = rows.d.len() / 8;
-        assert!(rows.b.len() == Q6_K_TILE_LINES * n && rows.d.len() == 8 * n, "decoded Q6_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        for x in xs {
-            assert!(x.q8_k.len() == n && x.f32.len() == 256 * n, "decoded Q6_K tile of {n} super-blocks for an activation of {} values in {} Q8_K blocks", x.f32.len(), x.q8_k.len());
-        }
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for k in 0..n {
-            // SAFETY (indexing): k < n, so lines 44k..44k + 44, scales 8k..8k + 8 and super-block k
-            // of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
-            let base = rows.b.as_ptr().add(Q6_K_TILE_LINES * k) as *const u8;
-            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+        dot8x4_q6_k(rows, xs, |base, y| unsafe {
             let mut s = [_mm256_setzero_si256(); 4];
             for sb in 0..16 {
                 let scv = _mm256_load_si256(base.add(2048 + 32 * sb) as *const __m256i);
@@ -2364,26 +2338,14 @@ mod dot_q6_k {
                     let g = 4 * sb + 2 * half;
                     let (w0, w1) = (_mm256_load_si256(base.add(32 * g) as *const __m256i), _mm256_load_si256(base.add(32 * g + 32) as *const __m256i));
                     for t in 0..4 {
-                        let yq = y[t].qs.as_ptr().add(4 * g) as *const i32;
-                        let (y0, y1) = (_mm256_set1_epi32(yq.read_unaligned()), _mm256_set1_epi32(yq.add(1).read_unaligned()));
+                        let (y0, y1) = (bcast4(y[t].qs.as_ptr().add(4 * g)), bcast4(y[t].qs.as_ptr().add(4 * g + 4)));
                         let sum = _mm256_add_epi16(_mm256_maddubs_epi16(w0, y0), _mm256_maddubs_epi16(w1, y1));
                         s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(sum, scv));
                     }
                 }
             }
-            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
-            for t in 0..4 {
-                let mut c = _mm256_setzero_si256();
-                for i in 0..8 {
-                    let pair = _mm256_load_si256(base.add(2560 + 32 * i) as *const __m256i);
-                    let bs = (y[t].bsums.as_ptr().add(2 * i) as *const i32).read_unaligned();
-                    c = _mm256_add_epi32(c, _mm256_madd_epi16(pair, _mm256_set1_epi32(bs)));
-                }
-                let st = _mm256_sub_epi32(s[t], _mm256_slli_epi32::<5>(c));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), _mm256_mul_ps(dw, _mm256_set1_ps(y[t].d)), acc[t]);
-            }
-        }
-        rows8x4(acc)
+            s
+        })
     }
 
     // AVX2 Q6_K x Q8_K dot, the operation order of ggml's current AVX2 ggml_vec_dot_q6_K_q8_K: per
@@ -2392,8 +2354,8 @@ mod dot_q6_k {
     // offset is taken off per lane as 32 * (bsums . scales) (madd of bsums with the scales); per
     // super-block one fma by d_x*d into eight f32 lanes, reduced at the end. Integer parts are exact;
     // the lane split is ggml's, so the result is bitwise that of llama.cpp's AVX2 path. Prefill goes
-    // through the 8 x 4 tile of avx2_tile.rs in the block order (the avx2 realization's `with`; the
-    // avx512 one replaces it with its VNNI 2 x 4 tile in this order).
+    // through the 8 x 4 tile in the block order: its decoder and float part here, its block sums in
+    // avx2_tile.rs (the avx2 realization's `with`) or, with VNNI, in avx512.rs.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -2446,6 +2408,76 @@ mod dot_q6_k {
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
         hsum_f32x8(acc)
+    }
+
+    // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 16 sub-block scale
+    // vectors, then 8 scale-pair vectors (32 bytes each).
+    const Q6_K_TILE_LINES: usize = 44;
+
+    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs). Layout: super-block k takes lines 44k..44k + 44:
+    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
+    /// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
+    /// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
+    /// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
+    /// of `out` are reused. Requires AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
+        let w = rows.map(q6_k_blocks);
+        let n = w[0].len();
+        assert!(w.iter().all(|r| r.len() == n), "Q6_K tile rows of {:?} blocks", w.map(|r| r.len()));
+        // every line of a block is written below: the buffer is only sized (once per matrix shape)
+        out.b.resize(Q6_K_TILE_LINES * n, DecLine([0; 64]));
+        out.d.clear();
+        for k in 0..n {
+            let lines = &mut out.b[Q6_K_TILE_LINES * k..Q6_K_TILE_LINES * (k + 1)];
+            for c in 0..8 {
+                interleave8(std::array::from_fn(|r| q6_k_quants(&w[r][k], c)), &mut lines[4 * c..4 * c + 4]);
+            }
+            // per row its sixteen scales as i16, transposed so that lane r holds row r's: as i32 with
+            // the scale in both i16 halves (sub-blocks 0..8, then 8..16), and as pairs
+            let sc: [__m256i; 8] = std::array::from_fn(|r| _mm256_cvtepi8_epi16(_mm_loadu_si128(w[r][k].scales.as_ptr() as *const __m128i)));
+            let dup = |v: __m256i| unsafe { _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32::<16>(v)) };
+            interleave8(sc.map(|v| unsafe { dup(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(v))) }), &mut lines[32..36]);
+            interleave8(sc.map(|v| unsafe { dup(_mm256_cvtepi16_epi32(_mm256_extracti128_si256::<1>(v))) }), &mut lines[36..40]);
+            interleave8(sc, &mut lines[40..44]);
+            out.d.extend(w.iter().map(|wr| fp16_to_f32(u16::from_le_bytes(wr[k].d))));
+        }
+    }
+
+    /// dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs): rows[r] . xs[t] for eight
+    /// rows decoded by decode8_q6_k_avx2 and four activations in the block order (gate_q6_k_block in
+    /// the kernels gate), `sums(base, ys)` giving each token's exact Σ_sub sc * Σ (q + 32) * x_q of
+    /// the super-block at `base` (lane r: row r); the + 32 comes back as 32 * Σ_sub sc * bsum16 (madd
+    /// of the scale pairs with the token's bsums), then acc = fma(f32(s), d * d_x, acc). Inlined into
+    /// its callers, whose instruction sets it uses.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot8x4_q6_k(rows: &DecRows, xs: [&Act; 4], sums: impl Fn(*const u8, [&BlockQ8K; 4]) -> [__m256i; 4]) -> [[f32; 4]; 8] {
+        let n = rows.d.len() / 8;
+        assert!(rows.b.len() == Q6_K_TILE_LINES * n && rows.d.len() == 8 * n, "decoded Q6_K tile of {} lines and {} scales", rows.b.len(), rows.d.len());
+        let ok = xs.iter().all(|x| x.q8_k.len() == n && x.f32.len() == 256 * n);
+        assert!(ok, "decoded Q6_K tile of {n} super-blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 44k..44k + 44, scales 8k..8k + 8 and super-block k
+            // of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let base = rows.b.as_ptr().add(Q6_K_TILE_LINES * k) as *const u8;
+            let y = xs.map(|x| x.q8_k.get_unchecked(k));
+            let s = sums(base, y);
+            let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
+            for t in 0..4 {
+                let mut c = _mm256_setzero_si256();
+                for i in 0..8 {
+                    let pair = _mm256_load_si256(base.add(2560 + 32 * i) as *const __m256i);
+                    let bs = (y[t].bsums.as_ptr().add(2 * i) as *const i32).read_unaligned();
+                    c = _mm256_add_epi32(c, _mm256_madd_epi16(pair, _mm256_set1_epi32(bs)));
+                }
+                let st = _mm256_sub_epi32(s[t], _mm256_slli_epi32::<5>(c));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), _mm256_mul_ps(dw, _mm256_set1_ps(y[t].d)), acc[t]);
+            }
+        }
+        rows8x4(acc)
     }
 }
 pub use dot_q6_k::*;
@@ -3009,14 +3041,14 @@ mod matvec {
             let mut k = 0;
             while k + 4 <= dst.len() {
                 let r = r0 + k;
-                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+                prefetch_past(data, rb, r..r + 4, end);
                 let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
                 dst[k..k + 4].copy_from_slice(&v);
                 k += 4;
             }
             for (k, d) in dst.iter_mut().enumerate().skip(k) {
                 let r = r0 + k;
-                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
+                prefetch_past(data, rb, r..r + 1, end);
                 *d = dot_row(w.ty, row(r), x);
             }
         });
@@ -3026,6 +3058,13 @@ mod matvec {
     /// prefetchers alone, the matvecs of a decode step read the weights at about half the
     /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
     const PREFETCH_AHEAD: usize = 2048;
+
+    /// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as
+    /// far as they go before byte `end` (the end of the task's rows).
+    #[inline]
+    fn prefetch_past(data: &[u8], rb: usize, rows: std::ops::Range<usize>, end: usize) {
+        prefetch(&data[(rows.start * rb + PREFETCH_AHEAD).min(end)..(rows.end * rb + PREFETCH_AHEAD).min(end)]);
+    }
 
     /// Asks the cache for `bytes` (weights a task reads soon), a line at a time; only a hint.
     #[inline]
@@ -3110,8 +3149,7 @@ mod matvec {
                         // the weights PREFETCH_AHEAD bytes past the rows decoded now, as much as they
                         // are: a step of few tokens otherwise waits on memory here and idles it in
                         // the dots (as matvec, a steady stream of requests rather than bursts)
-                        let (a, b) = ((tr + p * tile_n) * rb + PREFETCH_AHEAD, (tr + (p + 1) * tile_n) * rb + PREFETCH_AHEAD);
-                        prefetch(&data[a.min(r1 * rb)..b.min(r1 * rb)]);
+                        prefetch_past(data, rb, tr + p * tile_n..tr + (p + 1) * tile_n, r1 * rb);
                         let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
                         assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
                     }
@@ -3128,7 +3166,7 @@ mod matvec {
                             let row = &data[r * rb..(r + 1) * rb];
                             if t0 == 0 {
                                 // as the tiled kernels' decode above: the weights PREFETCH_AHEAD bytes on
-                                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(r1 * rb)..((r + 1) * rb + PREFETCH_AHEAD).min(r1 * rb)]);
+                                prefetch_past(data, rb, r..r + 1, r1 * rb);
                             }
                             let mut v = [[0.0; 4]; 8];
                             v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
@@ -4874,13 +4912,19 @@ mod server_openai {
     /// Pieces a request may hold queued for its connection; a full queue (a client that stopped
     /// reading) cancels the request.
     const SCHED_QUEUE: usize = 1024;
-    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first): reading
-    /// prompts slows the running streams' steps only by about what a chunk costs, new requests that
-    /// arrive together share the weights' reading, and BATCH_SEQS decode tokens plus a chunk fit a
-    /// batch.
+    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first), plus one
+    /// for each slot not decoding: reading prompts slows the running streams' steps only by about
+    /// what a chunk costs, new requests that arrive together share the weights' reading, and a step
+    /// never exceeds BATCH_SEQS + SCHED_CHUNK tokens, which fit a batch.
     const SCHED_CHUNK: usize = 64;
     /// How often a waiting connection thread checks that its client is still there.
     const SCHED_POLL: Duration = Duration::from_millis(20);
+    /// At an idle server, how long the scheduler waits after a request for the next one (and at most
+    /// SCHED_GATHER_MAX in all) before its first step: clients that send together (their
+    /// connections' tokenizing spreads the arrivals over a few ms) share the first prefill step
+    /// instead of one prompt being read alone and the rest a step later.
+    const SCHED_GATHER: Duration = Duration::from_millis(3);
+    const SCHED_GATHER_MAX: Duration = Duration::from_millis(10);
 
     const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
 
@@ -4940,14 +4984,17 @@ mod server_openai {
         // (the tokenizer shared, so a step's logits are sampled where the step left them)
         let (tok, nv) = (eng.tok.clone(), eng.n_vocab());
         for tick in 1u64.. {
-            // new messages: block while there is nothing to run
-            let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
-            if next.is_none() && running.is_empty() && waiting.is_empty() {
+            // new messages: block while there is nothing to run, then gather those sent together
+            let idle = running.is_empty() && waiting.is_empty();
+            let mut next = if idle { rx.recv().ok() } else { rx.try_recv().ok() };
+            if next.is_none() && idle {
                 return; // the backend is gone
             }
+            let start = Instant::now();
             while let Some(req) = next.take() {
                 waiting.push_back(req);
-                next = rx.try_recv().ok();
+                let wait = if idle { SCHED_GATHER.min(SCHED_GATHER_MAX.saturating_sub(start.elapsed())) } else { Duration::ZERO };
+                next = rx.recv_timeout(wait).ok();
             }
             // cancelled requests leave at once
             running.retain_mut(|s| !(s.req.cancel.load(Ordering::Relaxed) && sched_end(s, rt::FinishReason::Cancelled)));
@@ -4976,10 +5023,10 @@ mod server_openai {
                 continue;
             }
             // the step: a token of every decoding request, then chunks of new prompts (oldest first)
-            // up to SCHED_CHUNK tokens in all; (running index, fed after the step) per work
+            // up to BATCH_SEQS + SCHED_CHUNK tokens in all; (running index, fed after the step) per work
             let decoding = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt);
             let mut plan: Vec<(usize, usize)> = decoding.map(|i| (i, running[i].fed + 1)).collect();
-            let mut budget = SCHED_CHUNK;
+            let mut budget = BATCH_SEQS + SCHED_CHUNK - plan.len();
             for (i, s) in running.iter().enumerate().filter(|(_, s)| s.fed < s.n_prompt) {
                 let take = (s.n_prompt - s.fed).min(budget);
                 if take == 0 {

@@ -848,7 +848,7 @@ mod vec_ops {
             let j = p.mul_add(u, f(0x3f7f_fff6) * b);
             // The far forms (|n| > 126) take their operands only on the lanes that use them: computed
             // on every lane, an unused product underflowed (2^-125 squared, or 2^-126 times < 1) and
-            // each underflow cost a microcode assist, 5x the time of swiglu. Past 192, 2^+-127 squared
+            // each underflow cost a microcode assist (swiglu took 5x its time). Past 192, 2^+-127 squared
             // is +inf or +0, given directly.
             let far = n.abs() > 126.0;
             let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };
@@ -1400,7 +1400,7 @@ mod dot_q4_1 {
 }
 pub use dot_q4_1::*;
 
-// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks+scalar (ckb) ====
+// ==== 8. Q6_K blocks and dot kernel — contract dot_q6_k v3, realization dot_q6_k/blocks+scalar (ckb) ====
 mod dot_q6_k {
     use super::*;
 
@@ -1950,14 +1950,14 @@ mod matvec {
             let mut k = 0;
             while k + 4 <= dst.len() {
                 let r = r0 + k;
-                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+                prefetch_past(data, rb, r..r + 4, end);
                 let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
                 dst[k..k + 4].copy_from_slice(&v);
                 k += 4;
             }
             for (k, d) in dst.iter_mut().enumerate().skip(k) {
                 let r = r0 + k;
-                prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
+                prefetch_past(data, rb, r..r + 1, end);
                 *d = dot_row(w.ty, row(r), x);
             }
         });
@@ -1967,6 +1967,13 @@ mod matvec {
     /// prefetchers alone, the matvecs of a decode step read the weights at about half the
     /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
     const PREFETCH_AHEAD: usize = 2048;
+
+    /// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as
+    /// far as they go before byte `end` (the end of the task's rows).
+    #[inline]
+    fn prefetch_past(data: &[u8], rb: usize, rows: std::ops::Range<usize>, end: usize) {
+        prefetch(&data[(rows.start * rb + PREFETCH_AHEAD).min(end)..(rows.end * rb + PREFETCH_AHEAD).min(end)]);
+    }
 
     /// Asks the cache for `bytes` (weights a task reads soon), a line at a time; only a hint.
     #[inline]
@@ -2051,8 +2058,7 @@ mod matvec {
                         // the weights PREFETCH_AHEAD bytes past the rows decoded now, as much as they
                         // are: a step of few tokens otherwise waits on memory here and idles it in
                         // the dots (as matvec, a steady stream of requests rather than bursts)
-                        let (a, b) = ((tr + p * tile_n) * rb + PREFETCH_AHEAD, (tr + (p + 1) * tile_n) * rb + PREFETCH_AHEAD);
-                        prefetch(&data[a.min(r1 * rb)..b.min(r1 * rb)]);
+                        prefetch_past(data, rb, tr + p * tile_n..tr + (p + 1) * tile_n, r1 * rb);
                         let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
                         assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
                     }
@@ -2069,7 +2075,7 @@ mod matvec {
                             let row = &data[r * rb..(r + 1) * rb];
                             if t0 == 0 {
                                 // as the tiled kernels' decode above: the weights PREFETCH_AHEAD bytes on
-                                prefetch(&data[(r * rb + PREFETCH_AHEAD).min(r1 * rb)..((r + 1) * rb + PREFETCH_AHEAD).min(r1 * rb)]);
+                                prefetch_past(data, rb, r..r + 1, r1 * rb);
                             }
                             let mut v = [[0.0; 4]; 8];
                             v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));
@@ -3846,13 +3852,19 @@ mod server_openai {
     /// Pieces a request may hold queued for its connection; a full queue (a client that stopped
     /// reading) cancels the request.
     const SCHED_QUEUE: usize = 1024;
-    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first): reading
-    /// prompts slows the running streams' steps only by about what a chunk costs, new requests that
-    /// arrive together share the weights' reading, and BATCH_SEQS decode tokens plus a chunk fit a
-    /// batch.
+    /// Prompt tokens a step takes of new requests (of as many as it takes, oldest first), plus one
+    /// for each slot not decoding: reading prompts slows the running streams' steps only by about
+    /// what a chunk costs, new requests that arrive together share the weights' reading, and a step
+    /// never exceeds BATCH_SEQS + SCHED_CHUNK tokens, which fit a batch.
     const SCHED_CHUNK: usize = 64;
     /// How often a waiting connection thread checks that its client is still there.
     const SCHED_POLL: Duration = Duration::from_millis(20);
+    /// At an idle server, how long the scheduler waits after a request for the next one (and at most
+    /// SCHED_GATHER_MAX in all) before its first step: clients that send together (their
+    /// connections' tokenizing spreads the arrivals over a few ms) share the first prefill step
+    /// instead of one prompt being read alone and the rest a step later.
+    const SCHED_GATHER: Duration = Duration::from_millis(3);
+    const SCHED_GATHER_MAX: Duration = Duration::from_millis(10);
 
     const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
 
@@ -3912,14 +3924,17 @@ mod server_openai {
         // (the tokenizer shared, so a step's logits are sampled where the step left them)
         let (tok, nv) = (eng.tok.clone(), eng.n_vocab());
         for tick in 1u64.. {
-            // new messages: block while there is nothing to run
-            let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
-            if next.is_none() && running.is_empty() && waiting.is_empty() {
+            // new messages: block while there is nothing to run, then gather those sent together
+            let idle = running.is_empty() && waiting.is_empty();
+            let mut next = if idle { rx.recv().ok() } else { rx.try_recv().ok() };
+            if next.is_none() && idle {
                 return; // the backend is gone
             }
+            let start = Instant::now();
             while let Some(req) = next.take() {
                 waiting.push_back(req);
-                next = rx.try_recv().ok();
+                let wait = if idle { SCHED_GATHER.min(SCHED_GATHER_MAX.saturating_sub(start.elapsed())) } else { Duration::ZERO };
+                next = rx.recv_timeout(wait).ok();
             }
             // cancelled requests leave at once
             running.retain_mut(|s| !(s.req.cancel.load(Ordering::Relaxed) && sched_end(s, rt::FinishReason::Cancelled)));
@@ -3948,10 +3963,10 @@ mod server_openai {
                 continue;
             }
             // the step: a token of every decoding request, then chunks of new prompts (oldest first)
-            // up to SCHED_CHUNK tokens in all; (running index, fed after the step) per work
+            // up to BATCH_SEQS + SCHED_CHUNK tokens in all; (running index, fed after the step) per work
             let decoding = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt);
             let mut plan: Vec<(usize, usize)> = decoding.map(|i| (i, running[i].fed + 1)).collect();
-            let mut budget = SCHED_CHUNK;
+            let mut budget = BATCH_SEQS + SCHED_CHUNK - plan.len();
             for (i, s) in running.iter().enumerate().filter(|(_, s)| s.fed < s.n_prompt) {
                 let take = (s.n_prompt - s.fed).min(budget);
                 if take == 0 {

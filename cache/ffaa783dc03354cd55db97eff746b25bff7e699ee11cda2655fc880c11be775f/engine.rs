@@ -908,7 +908,7 @@ mod dot_q4_1 {
 }
 pub use dot_q4_1::*;
 
-// ==== 6. Q6_K blocks and dot kernel — contract dot_q6_k v2, realization dot_q6_k/blocks (ckb) ====
+// ==== 6. Q6_K blocks and dot kernel — contract dot_q6_k v3, realization dot_q6_k/blocks (ckb) ====
 mod dot_q6_k {
     use super::*;
 

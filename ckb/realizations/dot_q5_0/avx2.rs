@@ -120,14 +120,28 @@ unsafe fn decode8_q5_0(rows: [&[u8]; 8], out: &mut DecRows, decode: impl Fn(&Blo
     }
 }
 
-// The block count of an 8-row tile decoded by decode8_q5_0: asserts the tile and the four
-// activations' Q8_0 forms agree on it.
-fn tile8_blocks(rows: &DecRows, xs: [&Act; 4]) -> usize {
+/// dot8x4_q5_0_avx2 (avx2_tile.rs) and dot8x4_q5_0_avx512 (avx512.rs): rows[r] . xs[t] for an
+/// 8-row tile decoded by decode8_q5_0 and four activations in the block order (gate_q5_0_block
+/// in the kernels gate), `sums(lines, k)` giving each token's exact integer sums of block k (lane
+/// r: row r, the + 16 taken back) from the block's four lines; then acc = fma(f32(s), d_w * d_x,
+/// acc), blocks in order. Inlined into its callers, whose instruction sets it uses.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dot8x4_q5_0(rows: &DecRows, xs: [&Act; 4], sums: impl Fn(*const u8, usize) -> [__m256i; 4]) -> [[f32; 4]; 8] {
     let n = rows.d.len() / 8;
     assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q5_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-    for x in xs {
-        let ok = x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
-        assert!(ok, "decoded Q5_0 tile of {n} blocks for an activation of {} values in {} Q8_0 blocks", x.f32.len(), x.q8_0.len());
+    let ok = |x: &Act| x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16_sum.len() == n && x.f32.len() == 32 * n;
+    assert!(xs.iter().all(|x| ok(x)), "decoded Q5_0 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for k in 0..n {
+        // SAFETY (indexing): k < n, so lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
+        // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+        let s = sums(rows.b.as_ptr().add(4 * k) as *const u8, k);
+        let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
+        for t in 0..4 {
+            let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), dd, acc[t]);
+        }
     }
-    n
+    rows8x4(acc)
 }

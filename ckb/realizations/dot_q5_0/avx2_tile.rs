@@ -14,43 +14,29 @@ pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     decode8_q5_0(rows, out, |b| unsafe { q5_0_decode(b) })
 }
 
-/// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill).
-/// Per block and token, one maddubs per quant group (the token's four quants broadcast) serves
-/// the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 < 2^15), widened
-/// with madd, and the token's q8_0_neg16_sum takes back the + 16, so lane r holds the exact
-/// integer block sum s of row r; then acc = fma(f32(s), d_w * d_x, acc), blocks in order. That is
-/// the contract's block order (gate_q5_0_block in the kernels gate), not dot_q5_0_avx2's eight
-/// lane sums. Requires AVX2 and FMA.
+/// rows[r] . xs[t] for eight rows decoded by decode8_q5_0_avx2 and four activations (prefill):
+/// dot8x4_q5_0 with, per block and token, one maddubs per quant group (the token's four quants
+/// broadcast) serving the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 <
+/// 2^15) and widened with madd onto the token's q8_0_neg16_sum, which takes back the + 16. That
+/// is the contract's block order, not dot_q5_0_avx2's eight lane sums. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-    let n = tile8_blocks(rows, xs);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for k in 0..n {
-        // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
-        // activation exist (tile8_blocks). Aligned loads: a DecLine is 64-byte aligned.
-        let lines = rows.b.as_ptr().add(4 * k) as *const u8;
-        let mut s = [_mm256_setzero_si256(); 4];
+    dot8x4_q5_0(rows, xs, |lines, k| unsafe {
+        let mut s = xs.map(|x| unsafe { _mm256_set1_epi32(*x.q8_0_neg16_sum.get_unchecked(k)) });
         for half in 0..2 {
             let mut p = [_mm256_setzero_si256(); 4];
             for j in 4 * half..4 * half + 4 {
                 let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
                 for t in 0..4 {
-                    let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
-                    p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(y4)));
+                    p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, bcast4(xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j))));
                 }
             }
             for t in 0..4 {
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p[t], ones));
             }
         }
-        let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
-        for t in 0..4 {
-            let st = _mm256_add_epi32(s[t], _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
-            let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(st), dd, acc[t]);
-        }
-    }
-    rows8x4(acc)
+        s
+    })
 }

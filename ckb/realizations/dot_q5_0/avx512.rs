@@ -49,33 +49,21 @@ pub(crate) unsafe fn decode8_q5_0_avx512(rows: [&[u8]; 8], out: &mut DecRows) {
 }
 
 /// dot8x4_q5_0_avx2 with VNNI, for eight rows decoded by decode8_q5_0_avx512 and four
-/// activations: per block and token, one vpdpbusd per quant group (the token's four quants
-/// broadcast) serves the eight rows, started from the token's q8_0_neg16_sum (which takes back
-/// the + 16), so lane r holds the exact integer block sum of row r; then acc = fma(f32(s), d_w *
-/// d_x, acc), blocks in order: the contract's block order, the bits of dot8x4_q5_0_avx2.
-/// Requires AVX2, FMA and AVX-512 F + VL + VNNI.
+/// activations: dot8x4_q5_0 with, per block and token, one vpdpbusd per quant group (the token's
+/// four quants broadcast) serving the eight rows, started from the token's q8_0_neg16_sum (which
+/// takes back the + 16): the bits of dot8x4_q5_0_avx2. Requires AVX2, FMA and AVX-512 F + VL +
+/// VNNI.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
 pub(crate) unsafe fn dot8x4_q5_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-    let n = tile8_blocks(rows, xs);
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for k in 0..n {
-        // SAFETY (indexing): k < n, and lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
-        // activation exist (tile8_blocks). Aligned loads: a DecLine is 64-byte aligned.
-        let lines = rows.b.as_ptr().add(4 * k) as *const u8;
-        let mut s: [__m256i; 4] = std::array::from_fn(|t| _mm256_set1_epi32(*xs[t].q8_0_neg16_sum.get_unchecked(k)));
+    dot8x4_q5_0(rows, xs, |lines, k| unsafe {
+        let mut s = xs.map(|x| unsafe { _mm256_set1_epi32(*x.q8_0_neg16_sum.get_unchecked(k)) });
         for j in 0..8 {
             let w = _mm256_load_si256(lines.add(32 * j) as *const __m256i);
             for t in 0..4 {
-                let y4 = (xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j) as *const i32).read_unaligned();
-                s[t] = _mm256_dpbusd_epi32(s[t], w, _mm256_set1_epi32(y4));
+                s[t] = _mm256_dpbusd_epi32(s[t], w, bcast4(xs[t].q8_0.get_unchecked(k).qs.as_ptr().add(4 * j)));
             }
         }
-        let dw = _mm256_loadu_ps(rows.d.as_ptr().add(8 * k));
-        for t in 0..4 {
-            let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), dd, acc[t]);
-        }
-    }
-    rows8x4(acc)
+        s
+    })
 }

@@ -295,14 +295,14 @@ pub(crate) fn matvec_many(pool: &Pool, ws: &[&QMatrix], x: &Act, outs: &mut [&mu
         let mut k = 0;
         while k + 4 <= dst.len() {
             let r = r0 + k;
-            prefetch(&data[(r * rb + PREFETCH_AHEAD).min(end)..((r + 4) * rb + PREFETCH_AHEAD).min(end)]);
+            prefetch_past(data, rb, r..r + 4, end);
             let Some(v) = dot_rows4(w.ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], x) else { break };
             dst[k..k + 4].copy_from_slice(&v);
             k += 4;
         }
         for (k, d) in dst.iter_mut().enumerate().skip(k) {
             let r = r0 + k;
-            prefetch(&data[((r * rb) + PREFETCH_AHEAD).min(end)..((r + 1) * rb + PREFETCH_AHEAD).min(end)]);
+            prefetch_past(data, rb, r..r + 1, end);
             *d = dot_row(w.ty, row(r), x);
         }
     });
@@ -312,6 +312,13 @@ pub(crate) fn matvec_many(pool: &Pool, ws: &[&QMatrix], x: &Act, outs: &mut [&mu
 /// prefetchers alone, the matvecs of a decode step read the weights at about half the
 /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
 const PREFETCH_AHEAD: usize = 2048;
+
+/// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as
+/// far as they go before byte `end` (the end of the task's rows).
+#[inline]
+fn prefetch_past(data: &[u8], rb: usize, rows: std::ops::Range<usize>, end: usize) {
+    prefetch(&data[(rows.start * rb + PREFETCH_AHEAD).min(end)..(rows.end * rb + PREFETCH_AHEAD).min(end)]);
+}
 
 /// Asks the cache for `bytes` (weights a task reads soon), a line at a time; only a hint.
 #[inline]
@@ -396,8 +403,7 @@ fn matmul_in(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32], pad: bool) {
                     // the weights PREFETCH_AHEAD bytes past the rows decoded now, as much as they
                     // are: a step of few tokens otherwise waits on memory here and idles it in
                     // the dots (as matvec, a steady stream of requests rather than bursts)
-                    let (a, b) = ((tr + p * tile_n) * rb + PREFETCH_AHEAD, (tr + (p + 1) * tile_n) * rb + PREFETCH_AHEAD);
-                    prefetch(&data[a.min(r1 * rb)..b.min(r1 * rb)]);
+                    prefetch_past(data, rb, tr + p * tile_n..tr + (p + 1) * tile_n, r1 * rb);
                     let rows: [&[u8]; MATMUL_TILE_ROWS] = std::array::from_fn(|i| row(tr + p * tile_n + i));
                     assert!(dec_rows(ty, &rows[..tile_n], d), "tile_rows and dec_rows disagree on {}", ty.name());
                 }
@@ -414,7 +420,7 @@ fn matmul_in(pool: &Pool, w: &QMatrix, xs: &[Act], out: &mut [f32], pad: bool) {
                         let row = &data[r * rb..(r + 1) * rb];
                         if t0 == 0 {
                             // as the tiled kernels' decode above: the weights PREFETCH_AHEAD bytes on
-                            prefetch(&data[(r * rb + PREFETCH_AHEAD).min(r1 * rb)..((r + 1) * rb + PREFETCH_AHEAD).min(r1 * rb)]);
+                            prefetch_past(data, rb, r..r + 1, r1 * rb);
                         }
                         let mut v = [[0.0; 4]; 8];
                         v[0] = dot_row4(ty, row, g).unwrap_or_else(|| g.map(|x| dot_row(ty, row, x)));

@@ -16,13 +16,19 @@ use std::time::{Duration, Instant};
 /// Pieces a request may hold queued for its connection; a full queue (a client that stopped
 /// reading) cancels the request.
 const SCHED_QUEUE: usize = 1024;
-/// Prompt tokens a step takes of new requests (of as many as it takes, oldest first): reading
-/// prompts slows the running streams' steps only by about what a chunk costs, new requests that
-/// arrive together share the weights' reading, and BATCH_SEQS decode tokens plus a chunk fit a
-/// batch.
+/// Prompt tokens a step takes of new requests (of as many as it takes, oldest first), plus one
+/// for each slot not decoding: reading prompts slows the running streams' steps only by about
+/// what a chunk costs, new requests that arrive together share the weights' reading, and a step
+/// never exceeds BATCH_SEQS + SCHED_CHUNK tokens, which fit a batch.
 const SCHED_CHUNK: usize = 64;
 /// How often a waiting connection thread checks that its client is still there.
 const SCHED_POLL: Duration = Duration::from_millis(20);
+/// At an idle server, how long the scheduler waits after a request for the next one (and at most
+/// SCHED_GATHER_MAX in all) before its first step: clients that send together (their
+/// connections' tokenizing spreads the arrivals over a few ms) share the first prefill step
+/// instead of one prompt being read alone and the rest a step later.
+const SCHED_GATHER: Duration = Duration::from_millis(3);
+const SCHED_GATHER_MAX: Duration = Duration::from_millis(10);
 
 const _: () = assert!(BATCH_SEQS + SCHED_CHUNK <= BATCH && BATCH_SEQS <= MAX_SLOTS);
 
@@ -82,14 +88,17 @@ fn sched_run(mut eng: Engine, rx: mpsc::Receiver<SchedReq>) {
     // (the tokenizer shared, so a step's logits are sampled where the step left them)
     let (tok, nv) = (eng.tok.clone(), eng.n_vocab());
     for tick in 1u64.. {
-        // new messages: block while there is nothing to run
-        let mut next = if running.is_empty() && waiting.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
-        if next.is_none() && running.is_empty() && waiting.is_empty() {
+        // new messages: block while there is nothing to run, then gather those sent together
+        let idle = running.is_empty() && waiting.is_empty();
+        let mut next = if idle { rx.recv().ok() } else { rx.try_recv().ok() };
+        if next.is_none() && idle {
             return; // the backend is gone
         }
+        let start = Instant::now();
         while let Some(req) = next.take() {
             waiting.push_back(req);
-            next = rx.try_recv().ok();
+            let wait = if idle { SCHED_GATHER.min(SCHED_GATHER_MAX.saturating_sub(start.elapsed())) } else { Duration::ZERO };
+            next = rx.recv_timeout(wait).ok();
         }
         // cancelled requests leave at once
         running.retain_mut(|s| !(s.req.cancel.load(Ordering::Relaxed) && sched_end(s, rt::FinishReason::Cancelled)));
@@ -118,10 +127,10 @@ fn sched_run(mut eng: Engine, rx: mpsc::Receiver<SchedReq>) {
             continue;
         }
         // the step: a token of every decoding request, then chunks of new prompts (oldest first)
-        // up to SCHED_CHUNK tokens in all; (running index, fed after the step) per work
+        // up to BATCH_SEQS + SCHED_CHUNK tokens in all; (running index, fed after the step) per work
         let decoding = (0..running.len()).filter(|&i| running[i].fed >= running[i].n_prompt);
         let mut plan: Vec<(usize, usize)> = decoding.map(|i| (i, running[i].fed + 1)).collect();
-        let mut budget = SCHED_CHUNK;
+        let mut budget = BATCH_SEQS + SCHED_CHUNK - plan.len();
         for (i, s) in running.iter().enumerate().filter(|(_, s)| s.fed < s.n_prompt) {
             let take = (s.n_prompt - s.fed).min(budget);
             if take == 0 {

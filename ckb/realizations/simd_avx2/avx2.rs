@@ -1,7 +1,7 @@
 // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
 // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
 // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
-// row sums of the AVX-512 pair tiles.
+// 8-row tiles' interleaving of quants, broadcast of a token's quant group and [row][token] results.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -117,10 +117,21 @@ pub(crate) unsafe fn f32x8_head(v: &[f32]) -> __m256 {
     }
 }
 
+/// The four bytes at `p` broadcast to the eight i32 lanes: a token's quant group (four quants)
+/// for the 8-row tiles, whose one maddubs or vpdpbusd per group serves the eight rows. Requires
+/// four readable bytes at `p`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn bcast4(p: *const i8) -> __m256i {
+    _mm256_set1_epi32((p as *const i32).read_unaligned())
+}
+
 /// 32 bytes of eight rows (q[r]) interleaved four bytes at a time into four lines, as the 8-row
 /// tiles' decoders lay out quants: at byte 32g of `out`, row r's bytes 4g..4g + 4 at 4r. An 8 x 8
 /// transpose of i32 lanes: pairs, then quads, then halves.
 #[cfg(target_arch = "x86_64")]
+#[inline]
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
     let t: [__m256i; 8] = std::array::from_fn(|i| {

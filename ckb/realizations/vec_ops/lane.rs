@@ -23,7 +23,7 @@ pub(crate) fn ggml_expf_lanes<const N: usize>(x: [f32; N]) -> [f32; N] {
         let j = p.mul_add(u, f(0x3f7f_fff6) * b);
         // The far forms (|n| > 126) take their operands only on the lanes that use them: computed
         // on every lane, an unused product underflowed (2^-125 squared, or 2^-126 times < 1) and
-        // each underflow cost a microcode assist, 5x the time of swiglu. Past 192, 2^+-127 squared
+        // each underflow cost a microcode assist (swiglu took 5x its time). Past 192, 2^+-127 squared
         // is +inf or +0, given directly.
         let far = n.abs() > 126.0;
         let g = if n <= 0.0 { 0x8200_0000u32 } else { 0 };

@@ -834,10 +834,11 @@ pub use act_quant::*;
 mod simd_avx2 {
     use super::*;
 
-    // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
-    // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
-    // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
-    // 8-row tiles' interleaving of quants, broadcast of a token's quant group and [row][token] results.
+    // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32 lanes
+    // (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of
+    // ggml's mul_sum_i8_pairs_float, an exact eight-lane f16 -> f32 conversion, the scales of up to
+    // eight blocks gathered into eight lanes, and the 8-row tiles' interleaving of quants, broadcast of
+    // a token's quant group and [row][token] results.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
@@ -2031,12 +2032,12 @@ mod dot_q6_k {
     // vectors, then 8 scale-pair vectors (32 bytes each).
     const Q6_K_TILE_LINES: usize = 44;
 
-    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs). Layout: super-block k takes lines 44k..44k + 44:
-    /// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
-    /// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
-    /// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
-    /// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
-    /// of `out` are reused. Requires AVX2 and FMA.
+    /// Decodes eight Q6_K rows for dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs).
+    /// Layout: super-block k takes lines 44k..44k + 44: at byte 32g quant group g (values 4g..4g + 4 in
+    /// value order) with row r's four quants + 32 (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the
+    /// i16 scale of sub-block s (values 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte
+    /// 2560 + 32i the scales of sub-blocks 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r]
+    /// is row r's d as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {

@@ -798,10 +798,11 @@ pub use act_quant::*;
 mod simd_avx2 {
     use super::*;
 
-    // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32
-    // lanes (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of ggml's mul_sum_i8_pairs_float, an exact eight-lane
-    // f16 -> f32 conversion, the scales of up to eight blocks gathered into eight lanes, and the
-    // 8-row tiles' interleaving of quants, broadcast of a token's quant group and [row][token] results.
+    // AVX2 helpers the dot kernels share (one copy per engine): the horizontal sum of eight f32 lanes
+    // (of one accumulator, or of N at once for the multi-row gemv), the signed-byte pair products of
+    // ggml's mul_sum_i8_pairs_float, an exact eight-lane f16 -> f32 conversion, the scales of up to
+    // eight blocks gathered into eight lanes, and the 8-row tiles' interleaving of quants, broadcast of
+    // a token's quant group and [row][token] results.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;

@@ -92,12 +92,12 @@ pub(crate) unsafe fn dot_q4_k_avx2(row: &[u8], x: &Act) -> f32 {
 // then 4 min vectors (32 bytes each).
 const Q4_K_TILE_LINES: usize = 38;
 
-/// Decodes eight Q4_K rows for dot8x4_q4_k_avx2 (avx2_tile.rs) and dot8x4_q4_k_avx512 (avx512.rs). Layout: super-block k takes lines 38k..38k + 38:
-/// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants
-/// (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16 scale of sub-block j, row r's in
-/// i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of sub-blocks 2p and 2p + 1, row r's in
-/// i16 lanes 2r and 2r + 1. d[16k + r] is row r's d, d[16k + 8 + r] its dmin, as f32. The
-/// buffers of `out` are reused. Requires AVX2 and FMA.
+/// Decodes eight Q4_K rows for dot8x4_q4_k_avx2 (avx2_tile.rs) and dot8x4_q4_k_avx512 (avx512.rs).
+/// Layout: super-block k takes lines 38k..38k + 38: at byte 32g quant group g (values 4g..4g + 4 in
+/// value order) with row r's four quants (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16
+/// scale of sub-block j, row r's in i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of
+/// sub-blocks 2p and 2p + 1, row r's in i16 lanes 2r and 2r + 1. d[16k + r] is row r's d,
+/// d[16k + 8 + r] its dmin, as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {

@@ -64,12 +64,12 @@ pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
 // vectors, then 8 scale-pair vectors (32 bytes each).
 const Q6_K_TILE_LINES: usize = 44;
 
-/// Decodes eight Q6_K rows for dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs). Layout: super-block k takes lines 44k..44k + 44:
-/// at byte 32g quant group g (values 4g..4g + 4 in value order) with row r's four quants + 32
-/// (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the i16 scale of sub-block s (values
-/// 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte 2560 + 32i the scales of sub-blocks
-/// 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r] is row r's d as f32. The buffers
-/// of `out` are reused. Requires AVX2 and FMA.
+/// Decodes eight Q6_K rows for dot8x4_q6_k_avx2 (avx2_tile.rs) and dot8x4_q6_k_avx512 (avx512.rs).
+/// Layout: super-block k takes lines 44k..44k + 44: at byte 32g quant group g (values 4g..4g + 4 in
+/// value order) with row r's four quants + 32 (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the
+/// i16 scale of sub-block s (values 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte
+/// 2560 + 32i the scales of sub-blocks 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r]
+/// is row r's d as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {

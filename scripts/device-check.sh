@@ -6,9 +6,11 @@
 #   scripts/device-check.sh
 #
 # Works offline from prebuilt binaries (a device machine may have no network and no cargo
-# registry): set DEMO_ENGINE to a release `demo-engine` and CUDA_KERNELS_TEST to the test binary
-# `cargo test -p metainfer-build --test cuda_kernels --no-run` printed (both built on a machine
-# with the repo's toolchain); otherwise both are built here with cargo. QWEN (default the fetched
+# registry): scripts/device-pack.sh packs both binaries and the models into .device/ (and prints
+# the calls that carry them over), and this script unpacks and reassembles them; or set
+# DEMO_ENGINE to a release `demo-engine` and CUDA_KERNELS_TEST to the test binary
+# `cargo test -p metainfer-build --test cuda_kernels --no-run` printed; otherwise both are built
+# here with cargo. QWEN (default the fetched
 # Qwen2.5-Coder file) and SMOL (SmolLM2-135M Q4_1) are used when present; the tiny committed
 # fixtures always are. Every engine run is bounded by `timeout` (STEP_TIMEOUT s, default 180) so
 # a hung kernel cannot eat the machine's time; a failing run prints its stderr's tail.
@@ -24,6 +26,46 @@ ONLY="${ONLY:-kernels,tiny,real,bench}"
 fail=0
 log=$(mktemp)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+# What scripts/device-pack.sh brought (.device/, git-ignored): the stripped binaries, unpacked
+# here, and models in parts, put together in models/ and checked against their sha256.
+DEV="$ROOT/.device"
+if [[ -f "$DEV/bin.tar.xz" ]]; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+        "$DEV/bin.tar.xz" "$DEV" || { echo "device-check: cannot unpack $DEV/bin.tar.xz" >&2; exit 1; }
+    DEMO_ENGINE="${DEMO_ENGINE:-$DEV/bin/demo-engine}"
+    CUDA_KERNELS_TEST="${CUDA_KERNELS_TEST:-$DEV/bin/cuda_kernels}"
+fi
+for sum in "$DEV"/models/*.sha256; do
+    [[ -f "$sum" ]] || continue
+    name=$(awk '{print $2; exit}' "$sum")
+    mkdir -p "$ROOT/models"
+    if [[ -f "$ROOT/models/$name" ]] && (cd "$ROOT/models" && sha256sum --quiet -c "$sum" >/dev/null 2>&1); then
+        continue
+    fi
+    parts=("$DEV/models/$name".part*)
+    [[ -f "${parts[0]}" ]] || { echo "DEVICE model=$name status=skipped reason=\"no parts of it in $DEV/models\""; continue; }
+    want_n=$((10#${parts[0]##*-of-}))
+    missing=""
+    for ((i = 0; i < want_n; i++)); do
+        p=$(printf '%s/models/%s.part%02d-of-%02d' "$DEV" "$name" "$i" "$want_n")
+        [[ -f "$p" ]] || missing+=" ${p##*/}"
+    done
+    if [[ -n "$missing" ]]; then
+        echo "DEVICE model=$name status=fail reason=\"parts missing:$missing (carry them, one call each, on the warm machine)\""
+        fail=1
+        continue
+    fi
+    cat "${parts[@]}" >"$ROOT/models/$name.tmp"
+    if (cd "$ROOT/models" && sha256sum --quiet -c <(sed 's/$/.tmp/' "$sum") >/dev/null 2>&1); then
+        mv "$ROOT/models/$name.tmp" "$ROOT/models/$name"
+        echo "DEVICE model=$name status=reassembled parts=$want_n sha256=ok"
+    else
+        rm -f "$ROOT/models/$name.tmp"
+        echo "DEVICE model=$name status=fail reason=\"sha256 of the $want_n parts put together differs from $sum\""
+        fail=1
+    fi
+done
 
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader || echo "device-check: nvidia-smi failed" >&2
 

@@ -6,9 +6,10 @@
 //!
 //! The CUDA driver (libcuda.so.1) is loaded at run time; without it the test prints
 //! `skipped: no CUDA driver (<reason>)` and passes, unless `METAINFER_REQUIRE_CUDA=1`. The PTX
-//! comes from NVRTC for the device's arch (`metainfer_build::nvrtc`), or, where NVRTC is not
-//! installed, from `$METAINFER_PTX_DIR/kernels_cuda.cuda.sm_XX.ptx` (written by the nvrtc gate
-//! with `METAINFER_PTX_OUT`; see scripts/device-check.sh).
+//! comes from `$METAINFER_PTX_DIR/kernels_cuda.cuda.sm_XX.ptx` where that is set (the cache
+//! entries' PTX, which the engines load: scripts/device-check.sh sets it, and a test binary
+//! carried to a GPU machine cannot read the source at its build-time path), else from NVRTC for
+//! the device's arch (`metainfer_build::nvrtc`).
 
 #![allow(clippy::too_many_arguments)]
 
@@ -366,27 +367,19 @@ impl Report {
 }
 
 fn ptx_for(arch: &str) -> Result<String, String> {
+    if let Ok(dir) = std::env::var("METAINFER_PTX_DIR") {
+        let f = std::path::Path::new(&dir).join(format!("kernels_cuda.cuda.{arch}.ptx"));
+        return std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()));
+    }
     let src_path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../ckb/realizations/kernels_cuda/cuda.cu"
     );
-    if metainfer_build::nvrtc::available().is_ok() {
-        let src = std::fs::read_to_string(src_path).map_err(|e| e.to_string())?;
-        return metainfer_build::nvrtc::compile_ptx(
-            &src,
-            "ckb/realizations/kernels_cuda/cuda.cu",
-            arch,
-        )
-        .map_err(|e| e.to_string());
-    }
-    let dir = std::env::var("METAINFER_PTX_DIR").map_err(|_| {
-        format!(
-            "no nvrtc ({}) and METAINFER_PTX_DIR unset",
-            metainfer_build::nvrtc::available().unwrap_err()
-        )
-    })?;
-    let f = std::path::Path::new(&dir).join(format!("kernels_cuda.cuda.{arch}.ptx"));
-    std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))
+    metainfer_build::nvrtc::available()
+        .map_err(|e| format!("no nvrtc ({e}) and METAINFER_PTX_DIR unset"))?;
+    let src = std::fs::read_to_string(src_path).map_err(|e| format!("{src_path}: {e}"))?;
+    metainfer_build::nvrtc::compile_ptx(&src, "ckb/realizations/kernels_cuda/cuda.cu", arch)
+        .map_err(|e| e.to_string())
 }
 
 #[test]

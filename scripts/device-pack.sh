@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Packs what scripts/device-check.sh needs on a GPU machine that has no cargo, no network and a
+# cap on what one call may carry there (the device tool sends the whole working tree each call,
+# 64 MiB at most, tracked files included): stripped release binaries, and each model split into
+# parts that fit beside the tree, with a sha256 of the whole file to check the reassembly.
+#
+#   scripts/device-pack.sh [MODEL...]      # default: the Qwen2.5-Coder and SmolLM2 files in models/
+#
+# Writes the git-ignored folder .device/:
+#   bin.tar.xz                 demo-engine (release) and the cuda_kernels test binary, stripped
+#   models/<file>.partNN-of-MM the model in parts of PART_MIB MiB (default: what fits beside the
+#                              tree, less MARGIN_MIB, default 1)
+#   models/<file>.sha256       the whole file's sha256 (device-check.sh verifies it)
+# and prints the calls that bring them over, one part each (the first model's first, so a short
+# session can stop after it); bin.tar.xz and the .sha256 files ride with the first model's last,
+# shortest part. Ignored paths a call brought stay
+# on the warm machine (it goes back after 30 s idle), so the calls must follow each other at once;
+# the last one runs `scripts/device-check.sh`, which unpacks the binaries and reassembles the
+# models (and fails, naming the part, when one is missing or the checksum differs).
+# Env: LIMIT_MIB (default 64), PART_MIB, MARGIN_MIB.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+LIMIT_MIB="${LIMIT_MIB:-64}"
+MARGIN_MIB="${MARGIN_MIB:-1}"
+OUTDIR="$ROOT/.device"
+die() { echo "device-pack: error: $*" >&2; exit 1; }
+grep -qx '/.device/' .gitignore || die ".device/ is not git-ignored (add '/.device/' to .gitignore)"
+if [[ $# -eq 0 ]]; then
+    set -- models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf models/SmolLM2-135M-Instruct.Q4_1.gguf
+fi
+for m in "$@"; do [[ -f "$m" ]] || die "model $m not found (scripts/fetch-model.sh fetches both defaults)"; done
+
+cargo build -q --release -p demo-engine
+kt=$(cargo test -q -p metainfer-build --test cuda_kernels --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys; [print(j["executable"]) for j in map(json.loads, sys.stdin) if j.get("executable")]' | tail -1)
+[[ -x "$kt" ]] || die "no cuda_kernels test binary (cargo test -p metainfer-build --test cuda_kernels --no-run)"
+
+rm -rf "$OUTDIR"
+mkdir -p "$OUTDIR/bin" "$OUTDIR/models"
+strip -o "$OUTDIR/bin/demo-engine" target/release/demo-engine
+strip -o "$OUTDIR/bin/cuda_kernels" "$kt"
+tar -C "$OUTDIR" -cJf "$OUTDIR/bin.tar.xz" bin
+rm -rf "$OUTDIR/bin"
+
+# What travels besides a part: the tracked files and the untracked ones git does not ignore.
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+bins=$(stat -c %s "$OUTDIR/bin.tar.xz")
+if [[ -n "${PART_MIB:-}" ]]; then
+    part=$((PART_MIB * 1048576))
+else
+    part=$((LIMIT_MIB * 1048576 - tree - MARGIN_MIB * 1048576))
+fi
+((part >= 8 * 1048576)) || die "only $((part / 1048576)) MiB per part fit beside the ${tree}-byte tree; set PART_MIB or shrink the tree"
+
+calls=()
+for m in "$@"; do
+    name=$(basename "$m")
+    split -d -a 2 -b "$part" "$m" "$OUTDIR/models/$name.part"
+    total=$(ls "$OUTDIR/models/$name".part* | wc -l)
+    for p in "$OUTDIR/models/$name".part*; do
+        mv "$p" "$p-of-$(printf %02d "$total")"
+        calls+=("\"${p#"$ROOT"/}-of-$(printf %02d "$total")\"")
+    done
+    (cd "$(dirname "$m")" && sha256sum "$name") >"$OUTDIR/models/$name.sha256"
+done
+# The binaries and checksums ride with the first model's last (shortest) part where they fit.
+extra="\".device/bin.tar.xz\""
+for s in "$OUTDIR"/models/*.sha256; do extra+=", \"${s#"$ROOT"/}\""; done
+first=$(basename "$1")
+last=$(ls "$OUTDIR/models/$first".part* | tail -1)
+for i in "${!calls[@]}"; do
+    if [[ "${calls[$i]}" == "\"${last#"$ROOT"/}\"" ]] && (($(stat -c %s "$last") + bins + 4096 <= part)); then
+        calls[i]="$extra, ${calls[$i]}"
+        extra=""
+    fi
+done
+[[ -z "$extra" ]] || calls=("$extra" "${calls[@]}")
+
+echo "device-pack: tree $((tree / 1048576)) MiB + parts of at most $((part / 1048576)) MiB (bin.tar.xz $((bins / 1024)) KiB rides with one); limit $LIMIT_MIB MiB"
+echo "device-pack: the calls, one after another on the warm machine (run's carry argument; the command: true):"
+for i in "${!calls[@]}"; do echo "  $((i + 1))/${#calls[@]} carry [${calls[$i]}]"; done
+echo "  then: scripts/device-check.sh 2>&1 | tee \$OUT/device-check.log (no carry: what the calls brought is there)"

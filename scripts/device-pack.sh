@@ -11,12 +11,12 @@
 #   models/<file>.partNN-of-MM the model in parts of PART_MIB MiB (default: what fits beside the
 #                              tree, less MARGIN_MIB, default 1)
 #   models/<file>.sha256       the whole file's sha256 (device-check.sh verifies it)
-# and prints the calls that bring them over, one part each (the first model's first, so a short
-# session can stop after it); bin.tar.xz and the .sha256 files ride with the first model's last,
-# shortest part. Ignored paths a call brought stay
+# and prints the calls that bring them over, one part each, the first model's first; bin.tar.xz
+# and the .sha256 files ride in the first call with the first model's last, shortest part, and
+# that call checks the kernels and the tiny fixtures at once. Ignored paths a call brought stay
 # on the warm machine (it goes back after 30 s idle), so the calls must follow each other at once;
-# the last one runs `scripts/device-check.sh`, which unpacks the binaries and reassembles the
-# models (and fails, naming the part, when one is missing or the checksum differs).
+# the last one runs `ONLY=real,bench scripts/device-check.sh`, which reassembles the models (and
+# fails, naming the part, when one is missing or the checksum differs).
 # Env: LIMIT_MIB (default 64), PART_MIB, MARGIN_MIB.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -71,13 +71,19 @@ first=$(basename "$1")
 last=$(ls "$OUTDIR/models/$first".part* | tail -1)
 for i in "${!calls[@]}"; do
     if [[ "${calls[$i]}" == "\"${last#"$ROOT"/}\"" ]] && (($(stat -c %s "$last") + bins + 4096 <= part)); then
-        calls[i]="$extra, ${calls[$i]}"
-        extra=""
+        extra="$extra, ${calls[$i]}"
+        unset "calls[$i]"
     fi
 done
-[[ -z "$extra" ]] || calls=("$extra" "${calls[@]}")
+calls=("$extra" "${calls[@]}")
 
 echo "device-pack: tree $((tree / 1048576)) MiB + parts of at most $((part / 1048576)) MiB (bin.tar.xz $((bins / 1024)) KiB rides with one); limit $LIMIT_MIB MiB"
-echo "device-pack: the calls, one after another on the warm machine (run's carry argument; the command: true):"
-for i in "${!calls[@]}"; do echo "  $((i + 1))/${#calls[@]} carry [${calls[$i]}]"; done
-echo "  then: scripts/device-check.sh 2>&1 | tee \$OUT/device-check.log (no carry: what the calls brought is there)"
+echo "device-pack: the calls, one after another on the warm machine (run's carry argument and command):"
+for i in "${!calls[@]}"; do
+    cmd="true"
+    # The first call brings the binaries: it checks the kernels and the tiny fixtures right away,
+    # so a broken host path shows before the models' parts are sent.
+    ((i == 0)) && cmd="ONLY=kernels,tiny scripts/device-check.sh 2>&1 | tee \$OUT/device-check-tiny.log"
+    echo "  $((i + 1))/${#calls[@]} carry [${calls[$i]}]  command: $cmd"
+done
+echo "  then: ONLY=real,bench scripts/device-check.sh 2>&1 | tee \$OUT/device-check.log (no carry: what the calls brought is there)"

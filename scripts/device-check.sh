@@ -10,10 +10,10 @@
 # the calls that carry them over), and this script unpacks and reassembles them; or set
 # DEMO_ENGINE to a release `demo-engine` and CUDA_KERNELS_TEST to the test binary
 # `cargo test -p metainfer-build --test cuda_kernels --no-run` printed; otherwise both are built
-# here with cargo. QWEN (default the fetched
-# Qwen2.5-Coder file) and SMOL (SmolLM2-135M Q4_1) are used when present; the tiny committed
-# fixtures always are. Every engine run is bounded by `timeout` (STEP_TIMEOUT s, default 180) so
-# a hung kernel cannot eat the machine's time; a failing run prints its stderr's tail.
+# here with cargo. QWEN (default the fetched Qwen2.5-Coder file) and SMOL (SmolLM2-135M Q4_1) are
+# used when present; the tiny committed fixtures always are. Every engine run is bounded by
+# `timeout` (STEP_TIMEOUT s, default 180) so a hung kernel cannot eat the machine's time; a failing
+# run prints its stderr's tail.
 # Prints `DEVICE <what> key=value ...` lines and exits non-zero when any check fails.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -16,10 +16,8 @@
 # run prints its stderr's tail.
 # Prints `DEVICE <what> key=value ...` lines and exits non-zero when any check fails.
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-QWEN="${QWEN:-$ROOT/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
-SMOL="${SMOL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+# shellcheck source=scripts/device-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device-common.sh"
 FIX="$ROOT/ckb/gates/fixtures"
 STEP_TIMEOUT="${STEP_TIMEOUT:-180}"
 ONLY="${ONLY:-kernels,tiny,real,bench}"
@@ -29,7 +27,6 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 # What scripts/device-pack.sh brought (.device/, git-ignored): the stripped binaries, unpacked
 # here, and models in parts, put together in models/ and checked against their sha256.
-DEV="$ROOT/.device"
 if [[ -f "$DEV/bin.tar.xz" ]]; then
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
         "$DEV/bin.tar.xz" "$DEV" || { echo "device-check: cannot unpack $DEV/bin.tar.xz" >&2; exit 1; }
@@ -80,8 +77,7 @@ fi
 if want kernels; then
     KT="${CUDA_KERNELS_TEST:-}"
     if [[ -z "$KT" ]]; then
-        KT=$(cargo test -q -p metainfer-build --test cuda_kernels --no-run --message-format=json 2>/dev/null |
-            python3 -c 'import json,sys; [print(j["executable"]) for j in map(json.loads, sys.stdin) if j.get("executable")]' | tail -1)
+        KT=$(cuda_kernels_test)
     fi
     ptx_dir=$(mktemp -d)
     for f in cache/*/kernels/kernels_cuda.sm_*.ptx; do

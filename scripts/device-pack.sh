@@ -4,7 +4,7 @@
 # 64 MiB at most, tracked files included): stripped release binaries, and each model split into
 # parts that fit beside the tree, with a sha256 of the whole file to check the reassembly.
 #
-#   scripts/device-pack.sh [MODEL...]      # default: the Qwen2.5-Coder and SmolLM2 files in models/
+#   scripts/device-pack.sh [MODEL...]      # default: QWEN and SMOL (scripts/device-common.sh)
 #
 # Writes the git-ignored folder .device/:
 #   bin.tar.xz                 demo-engine (release) and the cuda_kernels test binary, stripped
@@ -19,33 +19,31 @@
 # fails, naming the part, when one is missing or the checksum differs).
 # Env: LIMIT_MIB (default 64), PART_MIB, MARGIN_MIB.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source=scripts/device-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device-common.sh"
 LIMIT_MIB="${LIMIT_MIB:-64}"
 MARGIN_MIB="${MARGIN_MIB:-1}"
-OUTDIR="$ROOT/.device"
 die() { echo "device-pack: error: $*" >&2; exit 1; }
 grep -qx '/.device/' .gitignore || die ".device/ is not git-ignored (add '/.device/' to .gitignore)"
 if [[ $# -eq 0 ]]; then
-    set -- models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf models/SmolLM2-135M-Instruct.Q4_1.gguf
+    set -- "$QWEN" "$SMOL"
 fi
 for m in "$@"; do [[ -f "$m" ]] || die "model $m not found (scripts/fetch-model.sh fetches both defaults)"; done
 
 cargo build -q --release -p demo-engine
-kt=$(cargo test -q -p metainfer-build --test cuda_kernels --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys; [print(j["executable"]) for j in map(json.loads, sys.stdin) if j.get("executable")]' | tail -1)
+kt=$(cuda_kernels_test)
 [[ -x "$kt" ]] || die "no cuda_kernels test binary (cargo test -p metainfer-build --test cuda_kernels --no-run)"
 
-rm -rf "$OUTDIR"
-mkdir -p "$OUTDIR/bin" "$OUTDIR/models"
-strip -o "$OUTDIR/bin/demo-engine" target/release/demo-engine
-strip -o "$OUTDIR/bin/cuda_kernels" "$kt"
-tar -C "$OUTDIR" -cJf "$OUTDIR/bin.tar.xz" bin
-rm -rf "$OUTDIR/bin"
+rm -rf "$DEV"
+mkdir -p "$DEV/bin" "$DEV/models"
+strip -o "$DEV/bin/demo-engine" target/release/demo-engine
+strip -o "$DEV/bin/cuda_kernels" "$kt"
+tar -C "$DEV" -cJf "$DEV/bin.tar.xz" bin
+rm -rf "$DEV/bin"
 
 # What travels besides a part: the tracked files and the untracked ones git does not ignore.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-bins=$(stat -c %s "$OUTDIR/bin.tar.xz")
+bins=$(stat -c %s "$DEV/bin.tar.xz")
 if [[ -n "${PART_MIB:-}" ]]; then
     part=$((PART_MIB * 1048576))
 else
@@ -56,19 +54,19 @@ fi
 calls=()
 for m in "$@"; do
     name=$(basename "$m")
-    split -d -a 2 -b "$part" "$m" "$OUTDIR/models/$name.part"
-    total=$(ls "$OUTDIR/models/$name".part* | wc -l)
-    for p in "$OUTDIR/models/$name".part*; do
+    split -d -a 2 -b "$part" "$m" "$DEV/models/$name.part"
+    total=$(ls "$DEV/models/$name".part* | wc -l)
+    for p in "$DEV/models/$name".part*; do
         mv "$p" "$p-of-$(printf %02d "$total")"
         calls+=("\"${p#"$ROOT"/}-of-$(printf %02d "$total")\"")
     done
-    (cd "$(dirname "$m")" && sha256sum "$name") >"$OUTDIR/models/$name.sha256"
+    (cd "$(dirname "$m")" && sha256sum "$name") >"$DEV/models/$name.sha256"
 done
 # The binaries and checksums ride with the first model's last (shortest) part where they fit.
 extra="\".device/bin.tar.xz\""
-for s in "$OUTDIR"/models/*.sha256; do extra+=", \"${s#"$ROOT"/}\""; done
+for s in "$DEV"/models/*.sha256; do extra+=", \"${s#"$ROOT"/}\""; done
 first=$(basename "$1")
-last=$(ls "$OUTDIR/models/$first".part* | tail -1)
+last=$(ls "$DEV/models/$first".part* | tail -1)
 for i in "${!calls[@]}"; do
     if [[ "${calls[$i]}" == "\"${last#"$ROOT"/}\"" ]] && (($(stat -c %s "$last") + bins + 4096 <= part)); then
         extra="$extra, ${calls[$i]}"

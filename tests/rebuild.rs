@@ -2,6 +2,10 @@
 //! `metainfer::include_engine!`) and the attribute, compiled offline from a fixture cache;
 //! then editing a consumed cache file makes the next build recompile and refuse the entry
 //! (the `include!`/`include_str!` and `cargo:rerun-if-changed` tracking on stable).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test harness reads its own knobs and hands cargo's variables on"
+)]
 
 use metainfer_build::chain::{Candidate, SlotRecord};
 use metainfer_build::{Arg, Cache, Ckb, Constraints, Entry};

@@ -314,7 +314,7 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
     let scalar = |t: u32| match t {
         0 | 1 | 7 => Some(1),
         2 | 3 => Some(2),
-        4 | 5 | 6 => Some(4),
+        4..=6 => Some(4),
         10..=12 => Some(8),
         _ => None,
     };

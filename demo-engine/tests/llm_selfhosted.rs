@@ -10,6 +10,10 @@
 //! METAINFER_SELFHOST_GAP (default `dot_f32`) the contract cut out and
 //! METAINFER_SELFHOST_FAMILY (default `qwen2`) the engine's model (e.g. `geglu` and `gemma3`:
 //! a part only gemma3's graph has).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test harness reads its own knobs and hands cargo's variables on"
+)]
 
 mod common;
 

@@ -103,7 +103,7 @@ fn llama_files_get_the_llama_engines_and_qwen2_engines_refuse_them() {
         msg.contains("general.architecture is \"llama\"") && msg.contains("model = \"llama\""),
         "{msg}"
     );
-    let msg = demo_engine::SmolPortable::load(&common::tiny_model())
+    let msg = demo_engine::SmolPortable::load(common::tiny_model())
         .err()
         .expect("a llama engine refuses a qwen2 file")
         .to_string();

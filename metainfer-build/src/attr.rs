@@ -151,14 +151,14 @@ fn expand_attribute(attr: TokenStream, item: TokenStream) -> syn::Result<TokenSt
     let entry = ensure(&c, &ckb, &ctx).map_err(|e| {
         // A generator feature that is off belongs on the key that needs it.
         let span = match &e {
-            crate::BuildError::Chain {
-                source: crate::chain::ChainError::FeatureOff(off),
-                ..
-            } => args
-                .iter()
-                .find(|a| a.arg.key == off.key)
-                .map(|a| a.value_span)
-                .unwrap_or(whole),
+            crate::BuildError::Chain { source, .. } => match source.as_ref() {
+                crate::chain::ChainError::FeatureOff(off) => args
+                    .iter()
+                    .find(|a| a.arg.key == off.key)
+                    .map(|a| a.value_span)
+                    .unwrap_or(whole),
+                _ => whole,
+            },
             _ => whole,
         };
         syn::Error::new(span, e.to_string())

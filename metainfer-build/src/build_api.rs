@@ -117,7 +117,7 @@ impl Engine {
     /// `cargo:rerun-if-changed` / `cargo:rerun-if-env-changed` lines. Writes nothing outside
     /// `OUT_DIR` except, on a miss in auto mode, the new cache entry.
     pub fn emit(&self) -> Result<Emitted, BuildError> {
-        let out_dir = std::env::var_os("OUT_DIR").ok_or(BuildError::Env {
+        let out_dir = crate::env::var_os("OUT_DIR").ok_or(BuildError::Env {
             var: "OUT_DIR",
             why: "Engine::emit runs inside a build script (build.rs); call it from there",
         })?;

@@ -110,9 +110,9 @@ impl Cache {
     /// `METAINFER_CACHE_DIR` if set (a relative path is taken from the workspace root), else
     /// `<workspace root>/cache`.
     pub fn from_env(workspace_root: &Path) -> Cache {
-        match std::env::var_os("METAINFER_CACHE_DIR") {
-            Some(d) if !d.is_empty() => Cache::new(PathBuf::from(d), workspace_root),
-            _ => Cache::new(workspace_root.join("cache"), workspace_root),
+        match crate::env::path("METAINFER_CACHE_DIR") {
+            Some(d) => Cache::new(d, workspace_root),
+            None => Cache::new(workspace_root.join("cache"), workspace_root),
         }
     }
 

@@ -31,9 +31,9 @@ impl BuildContext {
 
     /// For the workspace at `root`, with the mode and cache directory from the environment.
     pub fn for_workspace(root: &Path) -> Result<BuildContext, BuildError> {
-        let target = match std::env::var_os("CARGO_TARGET_DIR") {
-            Some(d) if !d.is_empty() => crate::workspace::resolve(Path::new(&d), root),
-            _ => root.join("target"),
+        let target = match crate::env::path("CARGO_TARGET_DIR") {
+            Some(d) => crate::workspace::resolve(&d, root),
+            None => root.join("target"),
         };
         Ok(BuildContext {
             workspace_root: root.to_path_buf(),
@@ -64,8 +64,12 @@ impl BuildContext {
         );
         o.llm = crate::llm::LlmConfig::from_env().map_err(|e| ChainError::Llm(e.to_string()))?;
         o.budget = chain::llm_fill::LlmBudget::from_env()?;
-        o.llm_review = std::env::var("METAINFER_LLM_REVIEW")
-            .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        o.llm_review = crate::env::flag("METAINFER_LLM_REVIEW")?;
+        o.gate_limits = chain::sandbox::Limits::gate_from_env()?;
+        o.compile_timeout = std::time::Duration::from_secs(crate::env::positive(
+            "METAINFER_COMPILE_TIMEOUT_S",
+            chain::COMPILE_TIMEOUT_S,
+        )?);
         Ok(o)
     }
 }
@@ -152,7 +156,7 @@ pub fn ensure_with(
     let candidate = generate().map_err(|source| BuildError::Chain {
         key: key.clone(),
         summary: c.summary(),
-        source,
+        source: Box::new(source),
     })?;
     if !candidate.gates_passed {
         let report = candidate

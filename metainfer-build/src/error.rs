@@ -51,7 +51,8 @@ pub enum BuildError {
     Chain {
         key: String,
         summary: String,
-        source: ChainError,
+        /// Boxed: the chain's errors are large, and every `Result<_, BuildError>` would carry them.
+        source: Box<ChainError>,
     },
     /// A miss while generation is off.
     #[error("no cache entry for engine {key} ({summary}), and generating one is off ({reason}); searched: {}; fix: run `cargo metainfer prepare` in this workspace where generation is allowed (no `cargo metainfer`? install it: {}), or build once with METAINFER_MODE unset (or auto) and CARGO_NET_OFFLINE unset; then commit the new entry {}/{key}/", .searched.join(", "), crate::error::cli_install_command(), .searched.first().map(String::as_str).unwrap_or("cache"))]

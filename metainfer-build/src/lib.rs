@@ -32,6 +32,7 @@
 //! - [`attr`], [`expand`]: the attribute macro's parsing and expansion;
 //! - [`build_api`]: `Engine::new("Coder").model("qwen2")….emit()` for build scripts;
 //! - [`scan`]: finding the engines a workspace references (for `cargo metainfer prepare`);
+//! - [`env`]: the one place the process environment is read (every variable, listed);
 //! - [`workspace`]: locating the workspace root and showing paths relative to it;
 //! - [`error`]: [`BuildError`], the error of the entry points.
 
@@ -43,6 +44,7 @@ pub mod chain;
 pub mod ckb;
 pub mod constraints;
 pub mod ensure;
+pub mod env;
 pub mod error;
 pub mod expand;
 pub mod llm;

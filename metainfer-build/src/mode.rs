@@ -58,7 +58,7 @@ pub const MODE_ENV: &[&str] = &["METAINFER_MODE", "CARGO_NET_OFFLINE", "DOCS_RS"
 impl ModeSetting {
     /// From the process environment.
     pub fn from_env() -> Result<ModeSetting, ModeError> {
-        ModeSetting::from_vars(|k| std::env::var(k).ok())
+        ModeSetting::from_vars(crate::env::var)
     }
 
     /// `METAINFER_MODE` (`auto` | `offline` | `refresh`, unset: `auto`). An `auto` mode becomes

@@ -82,7 +82,7 @@ struct Lib {
 
 #[cfg(feature = "cuda")]
 fn candidates() -> Result<Vec<PathBuf>, String> {
-    if let Some(p) = std::env::var_os(LIB_ENV) {
+    if let Some(p) = crate::env::var_os(LIB_ENV) {
         let p = PathBuf::from(p);
         if !p.is_file() {
             return Err(format!("{LIB_ENV}={} is not a file", p.display()));
@@ -96,7 +96,7 @@ fn candidates() -> Result<Vec<PathBuf>, String> {
     };
     let mut v: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(c) = std::env::var_os("CUDA_PATH") {
+    if let Some(c) = crate::env::var_os("CUDA_PATH") {
         dirs.push(Path::new(&c).join("lib64"));
     }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));

@@ -25,8 +25,7 @@ pub fn workspace_root(start: &Path) -> PathBuf {
 /// build (the crate that uses the macro, or whose build script runs), else the current
 /// directory.
 pub fn current_workspace_root() -> PathBuf {
-    let start = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
+    let start = crate::env::path("CARGO_MANIFEST_DIR")
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
     workspace_root(&start)

@@ -15,7 +15,7 @@ fn constraints(ckb: &Ckb, model: &str, hw: &str) -> Constraints {
 
 #[test]
 fn demo_engines_plan_implement_and_pass_review() {
-    let ckb = Ckb::load(&Ckb::default_root()).expect("ckb loads");
+    let ckb = Ckb::load(Ckb::default_root()).expect("ckb loads");
     // qwen2's engines, and gemma3's (the decoder with every optional part of the family TOML)
     for (model, hw) in [
         ("qwen2", "x86_64-avx2"),
@@ -97,7 +97,7 @@ fn demo_engines_plan_implement_and_pass_review() {
 
 #[test]
 fn cuda_engines_plan_host_code_and_device_code_apart() {
-    let ckb = Ckb::load(&Ckb::default_root()).expect("ckb loads");
+    let ckb = Ckb::load(Ckb::default_root()).expect("ckb loads");
     for (hw, quant) in [("sm_80", "q4_k_m"), ("sm_89", "q4_k_m"), ("sm_90", "awq")] {
         let args = [
             Arg::str("model", "qwen2"),

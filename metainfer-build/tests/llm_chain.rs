@@ -274,10 +274,8 @@ fn garbage_replies_exhaust_the_rounds_and_nothing_is_cached() {
     assert!(
         matches!(
             &e,
-            BuildError::Chain {
-                source: ChainError::Budget { rounds: 3, .. },
-                ..
-            }
+            BuildError::Chain { source, .. }
+                if matches!(**source, ChainError::Budget { rounds: 3, .. })
         ),
         "{msg}"
     );

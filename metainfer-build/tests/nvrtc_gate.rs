@@ -7,6 +7,10 @@
 //! `skipped: <reason>` and passes, unless `METAINFER_REQUIRE_NVRTC=1` (CI sets it once it has
 //! fetched the `nvidia-cuda-nvrtc-cu12` wheel), where a missing library fails. With
 //! `METAINFER_PTX_OUT=DIR` it also writes `DIR/<contract>.<variant>.<arch>.ptx`.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test harness reads its own knobs and hands cargo's variables on"
+)]
 
 use metainfer_build::ckb::realization_file;
 use metainfer_build::{nvrtc, Ckb};

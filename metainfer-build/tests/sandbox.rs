@@ -2,6 +2,10 @@
 //! `rustc --test` (no dependencies, a second to build) whose tests loop, hog memory, forge
 //! libtest's output, exit early, flood stdout, look for secrets and reach for the network.
 //! Each runs through `sandbox::run` as the verifier runs a gate test.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test harness reads its own knobs and hands cargo's variables on"
+)]
 
 use metainfer_build::chain::sandbox::{self, Limits, Outcome};
 use std::path::{Path, PathBuf};

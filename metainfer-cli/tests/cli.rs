@@ -55,12 +55,18 @@ fn workspace() -> Ws {
 }
 
 fn metainfer(ws: &Path, args: &[&str]) -> (bool, String, String) {
+    metainfer_with(ws, args, &[])
+}
+
+/// [`metainfer`] with these variables set as well.
+fn metainfer_with(ws: &Path, args: &[&str], vars: &[(&str, &str)]) -> (bool, String, String) {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_cargo-metainfer"))
         .args(args)
         .current_dir(ws.join("crates/app"))
         .env("METAINFER_CKB_DIR", common::fixture_ckb_dir())
         .env_remove("METAINFER_CACHE_DIR")
         .env_remove("METAINFER_MODE")
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -284,6 +290,47 @@ fn ls_show_and_vendor() {
     let (ok, _, err) = metainfer(&ws.root, &["vendor", dest2.to_str().unwrap(), &eight[..8]]);
     assert!(ok, "{err}");
     assert_eq!(Cache::new(&dest2, &ws.root).keys().unwrap(), [eight]);
+}
+
+#[test]
+fn a_malformed_setting_is_named_before_anything_is_built() {
+    let ws = workspace();
+    let digest = Ckb::load(common::fixture_ckb_dir()).unwrap().digest();
+    let (small, _) = fill(&ws.root, &digest);
+    let target = ws.root.join("tgt");
+    let above_0 = "it must be a whole number above 0 (unset it for the default,";
+    for (var, value, want) in [
+        ("METAINFER_GATE_TIMEOUT_S", "ten", format!("{above_0} 600)")),
+        (
+            "METAINFER_GATE_MEMORY_MIB",
+            "0",
+            format!("{above_0} 16384)"),
+        ),
+        (
+            "METAINFER_COMPILE_TIMEOUT_S",
+            "-1",
+            format!("{above_0} 1800)"),
+        ),
+        ("METAINFER_LLM_MAX_ROUNDS", "4.5", format!("{above_0} 4)")),
+        (
+            "METAINFER_LLM_REVIEW",
+            "maybe",
+            "it must be 1 or 0 (true / false, yes / no, on / off) (unset it for the default, off)"
+                .to_string(),
+        ),
+    ] {
+        let (ok, _, err) = metainfer_with(
+            &ws.root,
+            &["verify", &small[..10]],
+            &[(var, value), ("CARGO_TARGET_DIR", target.to_str().unwrap())],
+        );
+        assert!(!ok, "{var}={value} was taken: {err}");
+        assert!(
+            err.contains(&format!("{var} is `{value}`; {want}")),
+            "{var}: {err}"
+        );
+        assert!(!target.exists(), "{var}: the candidate was built anyway");
+    }
 }
 
 #[test]

@@ -9,6 +9,10 @@
 //! `METAINFER_*`), so nothing of this repository leaks in except the path dependency. The user
 //! builds share one target dir under this workspace's `target/` (a build cache only; a first
 //! run compiles everything cold).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test harness reads its own knobs and hands cargo's variables on"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,9 @@
 //! Shared by the demo's integration tests.
 #![allow(dead_code)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a test harness reads its own knobs and hands cargo's variables on"
+)]
 
 use std::path::PathBuf;
 
@@ -50,9 +54,11 @@ pub fn which() -> demo_engine::Which {
     demo_engine::Which::Auto
 }
 
-/// The near tie (see ckb/gates/greedy_real.rs) and (llama.cpp's per-step margins, prompt,
-/// llama.cpp's greedy ids) per case, from the committed vectors.
-pub fn llama_cpp_greedy_cases(arch: &str) -> (f32, Vec<(Vec<f32>, String, Vec<u32>)>) {
+/// llama.cpp's per-step margins, the prompt, llama.cpp's greedy ids.
+pub type Case = (Vec<f32>, String, Vec<u32>);
+
+/// The near tie (see ckb/gates/greedy_real.rs) and the cases, from the committed vectors.
+pub fn llama_cpp_greedy_cases(arch: &str) -> (f32, Vec<Case>) {
     let path = root().join(format!("ckb/gates/vectors/llamacpp_greedy_{arch}.txt"));
     let (near_tie, cases) = llama_cpp_greedy_file(&path);
     let cases = cases

@@ -46,30 +46,18 @@ impl LlmBudget {
     /// The defaults, overridden by `METAINFER_LLM_MAX_ROUNDS`, `METAINFER_LLM_MAX_TOKENS`,
     /// `METAINFER_LLM_MAX_WALL_S`, `METAINFER_LLM_REPLY_TOKENS`.
     pub fn from_env() -> Result<LlmBudget, ChainError> {
-        let mut b = LlmBudget::default();
-        let num = |k: &str| -> Result<Option<u64>, ChainError> {
-            match std::env::var(k) {
-                Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().map(Some).map_err(|_| {
-                    ChainError::Llm(format!(
-                        "{k} is `{v}`; it must be a whole number (unset it for the default)"
-                    ))
-                }),
-                _ => Ok(None),
-            }
-        };
-        if let Some(v) = num("METAINFER_LLM_MAX_ROUNDS")? {
-            b.max_rounds = v.clamp(1, 100) as u32;
-        }
-        if let Some(v) = num("METAINFER_LLM_MAX_TOKENS")? {
-            b.max_tokens = v;
-        }
-        if let Some(v) = num("METAINFER_LLM_MAX_WALL_S")? {
-            b.max_wall = Duration::from_secs(v);
-        }
-        if let Some(v) = num("METAINFER_LLM_REPLY_TOKENS")? {
-            b.reply_tokens = v.clamp(64, 1 << 20) as u32;
-        }
-        Ok(b)
+        use crate::env::positive;
+        let d = LlmBudget::default();
+        Ok(LlmBudget {
+            max_rounds: positive("METAINFER_LLM_MAX_ROUNDS", d.max_rounds.into())?.min(100) as u32,
+            max_tokens: positive("METAINFER_LLM_MAX_TOKENS", d.max_tokens)?,
+            max_wall: Duration::from_secs(positive(
+                "METAINFER_LLM_MAX_WALL_S",
+                d.max_wall.as_secs(),
+            )?),
+            reply_tokens: positive("METAINFER_LLM_REPLY_TOKENS", d.reply_tokens.into())?
+                .clamp(64, 1 << 20) as u32,
+        })
     }
 }
 

@@ -41,10 +41,19 @@ pub struct ChainOptions {
     pub budget: llm_fill::LlmBudget,
     /// Also run the LLM spec-reviewer (advisory; the static reviewer always runs).
     pub llm_review: bool,
+    /// The limits each gate test runs under.
+    pub gate_limits: sandbox::Limits,
+    /// Wall time for one build of a candidate; past it, cargo and its compilers are killed.
+    pub compile_timeout: std::time::Duration,
 }
 
+/// Default wall seconds for one build of a candidate (`METAINFER_COMPILE_TIMEOUT_S`).
+pub const COMPILE_TIMEOUT_S: u64 = 1800;
+
 impl ChainOptions {
-    /// Options for `workspace_root` with scratch crates under `scratch_dir`, no LLM.
+    /// Options for `workspace_root` with scratch crates under `scratch_dir`, no LLM, the
+    /// default limits (the environment is not read; [`crate::BuildContext::chain_options`]
+    /// is the one that does).
     pub fn new(workspace_root: PathBuf, scratch_dir: PathBuf, progress: bool) -> ChainOptions {
         ChainOptions {
             workspace_root,
@@ -53,6 +62,11 @@ impl ChainOptions {
             llm: None,
             budget: llm_fill::LlmBudget::default(),
             llm_review: false,
+            gate_limits: sandbox::Limits::gate(
+                sandbox::Limits::GATE_WALL_S,
+                sandbox::Limits::GATE_DATA_MIB,
+            ),
+            compile_timeout: std::time::Duration::from_secs(COMPILE_TIMEOUT_S),
         }
     }
 }
@@ -98,6 +112,9 @@ pub enum ChainError {
     Llm(String),
     #[error(transparent)]
     FeatureOff(crate::error::FeatureOff),
+    /// A generator setting (`METAINFER_*` variable) with a value it cannot take.
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     #[error(
         "llm: gave up on slot `{slot}` after {rounds} round(s): {why}; nothing was cached{}\nlast feedback to the implementer:\n{last_feedback}",
         if .transcript.is_empty() { String::new() } else { format!(" (transcript kept in {})", .transcript) }
@@ -267,6 +284,8 @@ fn scratch<'a>(
     verify::Scratch {
         rt_features,
         kernels,
+        limits: &opts.gate_limits,
+        compile_timeout: opts.compile_timeout,
         dir: opts.scratch_dir.join(&key[..16.min(key.len())]),
         target_dir: opts.scratch_dir.join("target"),
         ckb,

@@ -39,26 +39,32 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The gate-run limits: `METAINFER_GATE_TIMEOUT_S` (default 600) wall seconds per gate
-    /// test, CPU time of that many seconds on every core, `METAINFER_GATE_MEMORY_MIB` (default
-    /// 16384) of data memory, 256 MiB files, 4 MiB of each output stream.
-    pub fn gate() -> Limits {
-        let var = |k: &str, d: u64| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .filter(|&v| v > 0)
-                .unwrap_or(d)
-        };
-        let wall = var("METAINFER_GATE_TIMEOUT_S", 600);
+    /// Default wall seconds per gate test.
+    pub const GATE_WALL_S: u64 = 600;
+    /// Default data memory of a gate test, MiB.
+    pub const GATE_DATA_MIB: u64 = 16384;
+
+    /// The gate-run limits: `wall_s` wall seconds per gate test, CPU time of that many
+    /// seconds on every core, `data_mib` of data memory, 256 MiB files, 4 MiB of each output
+    /// stream.
+    pub fn gate(wall_s: u64, data_mib: u64) -> Limits {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
         Limits {
-            wall: Duration::from_secs(wall),
-            cpu_s: wall * cores,
-            data_mib: var("METAINFER_GATE_MEMORY_MIB", 16384),
+            wall: Duration::from_secs(wall_s),
+            cpu_s: wall_s * cores,
+            data_mib,
             file_mib: 256,
             output_bytes: 4 << 20,
         }
+    }
+
+    /// [`Limits::gate`] with `METAINFER_GATE_TIMEOUT_S` and `METAINFER_GATE_MEMORY_MIB`, or
+    /// the defaults where unset.
+    pub fn gate_from_env() -> Result<Limits, crate::env::EnvError> {
+        Ok(Limits::gate(
+            crate::env::positive("METAINFER_GATE_TIMEOUT_S", Self::GATE_WALL_S)?,
+            crate::env::positive("METAINFER_GATE_MEMORY_MIB", Self::GATE_DATA_MIB)?,
+        ))
     }
 }
 

@@ -43,6 +43,10 @@ pub struct Scratch<'a> {
     /// The entry's `kernels/` files (path, bytes), written beside the engine and exposed to
     /// it as `METAINFER_KERNELS`, as the expansion does.
     pub kernels: Vec<(String, Vec<u8>)>,
+    /// The limits each gate test runs under.
+    pub limits: &'a super::sandbox::Limits,
+    /// Wall time for one `cargo test --no-run` of the scratch crate.
+    pub compile_timeout: std::time::Duration,
 }
 
 /// The path of the `metainfer-rt` crate the candidate is compiled against: the one beside this
@@ -167,7 +171,8 @@ pub fn verify_subset(
         ));
     }
     let mut out = run_cargo(s, true, progress)?;
-    let net_off = std::env::var("CARGO_NET_OFFLINE").is_ok_and(|v| crate::mode::net_offline(&v));
+    let net_off =
+        crate::env::var("CARGO_NET_OFFLINE").is_some_and(|v| crate::mode::net_offline(&v));
     if !out.success && !net_off && needs_network(&out.stderr) {
         // The generator's lock names crates this machine has not downloaded yet (a first build
         // elsewhere): fetch them once, with the versions the lock pins.
@@ -199,14 +204,14 @@ fn run_gates(
     run: &[String],
     progress: bool,
 ) -> Result<Verdict, ChainError> {
-    let limits = super::sandbox::Limits::gate();
+    let limits = s.limits;
     let cwd = s.dir.join("run");
     let _ = std::fs::remove_dir_all(&cwd);
     std::fs::create_dir_all(&cwd)
         .map_err(|e| ChainError::Verify(format!("cannot create {}: {e}", cwd.display())))?;
     let env = gate_env(s);
     let sandbox = |args: Vec<String>| {
-        super::sandbox::run(exe, &args, &env, &cwd, &limits).map_err(|e| {
+        super::sandbox::run(exe, &args, &env, &cwd, limits).map_err(|e| {
             ChainError::Verify(format!("cannot run the gate tests {}: {e}", exe.display()))
         })
     };
@@ -270,7 +275,7 @@ fn run_gates(
                 "exited with 0 but libtest did not report the test as passed (it ended early)"
                     .to_string()
             } else {
-                r.describe(&limits)
+                r.describe(limits)
             };
             log.push_str(&format!("gate test {t}: FAILED: {d}\n"));
             let gate = t
@@ -306,7 +311,7 @@ fn gate_env(s: &Scratch<'_>) -> Vec<(String, std::ffi::OsString)> {
         ("RUST_BACKTRACE".to_string(), "0".into()),
     ];
     // Real-model gates run only when asked for: entries must not depend on what a machine has.
-    if let Some(m) = std::env::var_os("METAINFER_REAL_MODEL_GATE") {
+    if let Some(m) = crate::env::var_os("METAINFER_REAL_MODEL_GATE").filter(|m| !m.is_empty()) {
         // absolute, since the gate runs in its own directory
         let paths: Vec<PathBuf> = std::env::split_paths(&m)
             .map(|p| p.canonicalize().unwrap_or(p))
@@ -316,7 +321,7 @@ fn gate_env(s: &Scratch<'_>) -> Vec<(String, std::ffi::OsString)> {
         }
     }
     for k in ["METAINFER_NVRTC_LIB", "CUDA_PATH", "LD_LIBRARY_PATH"] {
-        if let Some(v) = std::env::var_os(k) {
+        if let Some(v) = crate::env::var_os(k) {
             env.push((k.to_string(), v));
         }
     }
@@ -338,12 +343,12 @@ fn needs_network(stderr: &str) -> bool {
 
 /// Builds the scratch crate's test binary (`cargo test --no-run`), reading cargo's output as
 /// it comes so that progress (crates compiled) reaches the user during a long build. The build
-/// has a wall-time limit, `METAINFER_COMPILE_TIMEOUT_S` (default 1800): past it, cargo and the
+/// has a wall-time limit, `s.compile_timeout` (`METAINFER_COMPILE_TIMEOUT_S`, default 1800): past it, cargo and the
 /// compilers it started are killed (they run in a process group of their own).
 fn run_cargo(s: &Scratch<'_>, offline: bool, progress: bool) -> Result<CargoRun, ChainError> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let cargo = crate::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&s.dir)
         .args(["test", "--release", "--lib", "--no-run"])
@@ -356,7 +361,7 @@ fn run_cargo(s: &Scratch<'_>, offline: bool, progress: bool) -> Result<CargoRun,
         .stderr(std::process::Stdio::piped());
     // The outer build's variables would confuse the inner cargo (jobserver, package identity);
     // the compiler needs no keys either.
-    for (k, _) in std::env::vars_os() {
+    for k in crate::env::names() {
         let k = k.to_string_lossy().to_string();
         let keep = ["CARGO_HOME", "CARGO_NET_OFFLINE", "CARGO_TARGET_DIR"];
         if (k.starts_with("CARGO_") && !keep.contains(&k.as_str()))
@@ -372,11 +377,7 @@ fn run_cargo(s: &Scratch<'_>, offline: bool, progress: bool) -> Result<CargoRun,
             cmd.env_remove(&k);
         }
     }
-    let limit = std::env::var("METAINFER_COMPILE_TIMEOUT_S")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|&v| v > 0)
-        .unwrap_or(1800);
+    let limit = s.compile_timeout.as_secs();
     let mut child = cmd
         .spawn()
         .map_err(|e| ChainError::Verify(format!("cannot run cargo for the scratch crate: {e}")))?;
@@ -412,7 +413,7 @@ fn run_cargo(s: &Scratch<'_>, offline: bool, progress: bool) -> Result<CargoRun,
                 crates += 1;
                 if progress && what.starts_with("metainfer-candidate-") {
                     crate::progress::line(&format!("metainfer: verify: compiling the candidate engine itself ({crates} crates so far)"));
-                } else if progress && crates % 20 == 0 {
+                } else if progress && crates.is_multiple_of(20) {
                     crate::progress::line(&format!("metainfer: verify: compiled {crates} crates (dependencies of the candidate)"));
                 }
             }

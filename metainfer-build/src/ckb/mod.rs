@@ -57,10 +57,8 @@ impl Ckb {
     /// The CKB this build uses: `METAINFER_CKB_DIR` if set (a relative path is taken from the
     /// current directory), else the `ckb/` directory next to this crate.
     pub fn default_root() -> PathBuf {
-        match std::env::var_os("METAINFER_CKB_DIR") {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../ckb")),
-        }
+        crate::env::path("METAINFER_CKB_DIR")
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../ckb")))
     }
 
     /// Loads [`Ckb::default_root`].

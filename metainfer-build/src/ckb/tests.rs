@@ -187,7 +187,7 @@ fn digest_covers_knowledge_not_proposals_or_readme() {
 
 #[test]
 fn default_root_is_the_repo_ckb() {
-    if std::env::var_os("METAINFER_CKB_DIR").is_none() {
+    if crate::env::path("METAINFER_CKB_DIR").is_none() {
         assert!(Ckb::default_root().ends_with("metainfer-build/../ckb"));
     }
 }

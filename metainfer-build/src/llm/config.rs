@@ -102,7 +102,7 @@ impl LlmConfig {
 
     /// From the process environment; see [`LlmConfig::from_vars`].
     pub fn from_env() -> Result<Option<LlmConfig>, LlmError> {
-        LlmConfig::from_vars(|k| std::env::var(k).ok())
+        LlmConfig::from_vars(crate::env::var)
     }
 
     /// From METAINFER_LLM_BASE_URL / METAINFER_LLM_MODEL / METAINFER_LLM_API_KEY, optionally

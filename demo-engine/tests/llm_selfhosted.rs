@@ -189,7 +189,7 @@ fn the_real_model_fills_a_ckb_gap_or_fails_cleanly() {
             );
             let slot = entry.manifest.slots.iter().find(|s| s.slot == gap).unwrap();
             assert_eq!(slot.implementer, "llm");
-            let proposals = metainfer_build::ckb::adopt::list(&ws.path().join("ckb"));
+            let proposals = metainfer_build::chain::adopt::list(&ws.path().join("ckb"));
             assert_eq!(
                 proposals.len(),
                 1,

@@ -2,9 +2,8 @@
 //! report. Reads verify the entry (collision and tamper guards); writes are atomic (a temp
 //! directory inside the cache, fsync'ed, renamed into place) and safe under concurrent builds.
 
-use crate::chain::Candidate;
 use crate::constraints::Constraints;
-use crate::manifest::{hash, Manifest, MANIFEST, REQUIRED_FILES};
+use crate::manifest::{hash, Candidate, Manifest, MANIFEST, REQUIRED_FILES};
 use crate::workspace::{display_path, resolve};
 use std::collections::BTreeMap;
 use std::fs;

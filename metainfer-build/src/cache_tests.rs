@@ -1,7 +1,7 @@
 use super::*;
-use crate::chain::SlotRecord;
 use crate::ckb::Ckb;
 use crate::constraints::Arg;
+use crate::manifest::SlotRecord;
 use std::sync::{Arc, Barrier};
 
 fn ckb() -> Ckb {

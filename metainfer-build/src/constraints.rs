@@ -2,7 +2,8 @@
 //! (the attribute, the build.rs builder, a scanned source file) and validated against the CKB,
 //! so every error names the offending key and lists what is allowed.
 
-use crate::canonical;
+pub mod canonical;
+
 use crate::ckb::{check::join, Ckb, Format, QuantKind, Target, TargetKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -92,12 +92,12 @@ pub fn ensure(c: &Constraints, ckb: &Ckb, ctx: &BuildContext) -> Result<Entry, B
 pub fn feature_needed(
     c: &Constraints,
     ckb: &Ckb,
-) -> Result<Option<crate::error::FeatureOff>, ChainError> {
+) -> Result<Option<crate::feature::FeatureOff>, ChainError> {
     use crate::constraints::Generator;
     if !cfg!(feature = "llm") && c.generator != Generator::Ckb {
         let gaps = chain::llm_slots(c, ckb)?;
         if !gaps.is_empty() {
-            return Ok(Some(crate::error::FeatureOff::llm(format!(
+            return Ok(Some(crate::feature::FeatureOff::llm(format!(
                 "generator = \"{}\" asks an llm for slot(s) {}, and the llm client (ureq with TLS) is built only with the `llm` feature",
                 c.generator.as_str(),
                 gaps.join(", ")
@@ -105,7 +105,7 @@ pub fn feature_needed(
         }
     }
     if !cfg!(feature = "cuda") && ckb.target_kind(&c.hw) == Some(crate::ckb::TargetKind::Cuda) {
-        return Ok(Some(crate::error::FeatureOff::cuda(format!(
+        return Ok(Some(crate::feature::FeatureOff::cuda(format!(
             "hw = \"{}\" compiles its kernels with NVRTC, which is loaded only with the `cuda` feature",
             c.hw
         ))));

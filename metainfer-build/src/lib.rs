@@ -6,7 +6,7 @@
 //! Features: none by default, so the proc-macro stays light. `llm` adds the LLM implementer's
 //! HTTP client (ureq with TLS) for `generator = "llm" | "auto"`; `cuda` loads NVRTC to compile
 //! the kernels of cuda engines. A miss that needs one of them while it is off fails with
-//! [`error::FeatureOff`] on the constraint's key; a cache hit needs neither.
+//! [`feature::FeatureOff`] on the constraint's key; a cache hit needs neither.
 //!
 //! The path every entry point takes is [`ensure()`]:
 //!
@@ -21,25 +21,31 @@
 //!
 //! Modules:
 //!
-//! - [`constraints`], [`canonical`]: the typed constraints, their canonical TOML and key;
+//! - [`constraints`] (and [`constraints::canonical`]): the typed constraints, their canonical
+//!   TOML and key;
 //! - [`ckb`]: the CKB's schema, loader, digest and integrity check;
 //! - [`cache`], [`manifest`]: cache entries, their verification and atomic writes;
 //! - [`mode`]: `METAINFER_MODE` (auto, offline, refresh);
 //! - [`nvrtc`]: CUDA C → PTX with NVRTC, loaded at run time (the `nvrtc` gate, CUDA engines);
 //! - [`progress`]: the lines a user sees while an engine is generated;
-//! - [`chain`]: plan → implement → review → verify → consolidate;
+//! - [`llm`]: the OpenAI-compatible chat client of the LLM implementer and its configuration;
+//! - [`chain`]: plan → implement → review → verify → consolidate, and `ckb adopt`;
 //! - [`ensure`](mod@ensure): lookup, generation, write;
 //! - [`attr`], [`expand`]: the attribute macro's parsing and expansion;
 //! - [`build_api`]: `Engine::new("Coder").model("qwen2")….emit()` for build scripts;
 //! - [`scan`]: finding the engines a workspace references (for `cargo metainfer prepare`);
-//! - [`env`]: the one place the process environment is read (every variable, listed);
+//! - [`env`](mod@env): the one place the process environment is read (every variable, listed);
 //! - [`workspace`]: locating the workspace root and showing paths relative to it;
+//! - [`feature`]: [`feature::FeatureOff`], a generator feature a constraint needs;
 //! - [`error`]: [`BuildError`], the error of the entry points.
+//!
+//! No module names one above it (`tests/layering.rs` checks that there are no import cycles):
+//! env, feature, progress, workspace; mode, ckb; constraints; manifest; cache; llm, nvrtc;
+//! chain; error; ensure; expand; attr; build_api; scan.
 
 pub mod attr;
 pub mod build_api;
 pub mod cache;
-pub mod canonical;
 pub mod chain;
 pub mod ckb;
 pub mod constraints;
@@ -47,6 +53,7 @@ pub mod ensure;
 pub mod env;
 pub mod error;
 pub mod expand;
+pub mod feature;
 pub mod llm;
 pub mod manifest;
 pub mod mode;

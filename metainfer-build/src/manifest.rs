@@ -1,10 +1,10 @@
 //! `cache/<key>/manifest.toml`: what a cache entry is, where it came from, and the blake3 of
 //! every other file in it.
 
-use crate::chain::SlotRecord;
 use crate::constraints::Constraints;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// The files every entry has besides the manifest.
 pub const REQUIRED_FILES: &[&str] = &["engine.rs", "gates.toml", "transcript.jsonl"];
@@ -51,4 +51,29 @@ impl Manifest {
 /// blake3 hex of `bytes`.
 pub fn hash(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
+}
+
+/// Who filled a slot, recorded in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    pub slot: String,
+    pub contract: String,
+    pub version: u32,
+    pub implementer: String,
+    pub realization: String,
+}
+
+/// The outcome of the chain: the files of a cache entry and the verdict.
+#[derive(Debug, Clone, Default)]
+pub struct Candidate {
+    /// Relative path → content: `engine.rs`, `gates.toml`, `transcript.jsonl`.
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub slots: Vec<SlotRecord>,
+    pub gates_passed: bool,
+    /// The model the LLM server reported, where an LLM filled slots.
+    pub llm_model: Option<String>,
+    /// Every LLM request id, in order.
+    pub llm_request_ids: Vec<String>,
+    /// Proposals written under `ckb/proposals/` (LLM sections that passed every gate).
+    pub proposals: Vec<PathBuf>,
 }

@@ -111,7 +111,7 @@ fn candidates() -> Result<Vec<PathBuf>, String> {
 #[cfg(not(feature = "cuda"))]
 fn load() -> Result<Lib, String> {
     Err(
-        crate::error::FeatureOff::cuda("NVRTC is loaded only with the `cuda` feature".into())
+        crate::feature::FeatureOff::cuda("NVRTC is loaded only with the `cuda` feature".into())
             .to_string(),
     )
 }

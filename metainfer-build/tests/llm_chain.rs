@@ -235,7 +235,7 @@ fn auto_fills_the_gap_after_review_compile_and_gate_feedback_then_adopts() {
     assert!(modes.contains("dot_f32_"), "{modes}");
 
     // The passing section became a proposal; adopting it closes the gap for the ckb generator.
-    let proposals = metainfer_build::ckb::adopt::list(&ckb_dir);
+    let proposals = metainfer_build::chain::adopt::list(&ckb_dir);
     assert_eq!(proposals.len(), 1, "{proposals:?}");
     let (id, p) = &proposals[0];
     let p = p.as_ref().unwrap();
@@ -247,7 +247,7 @@ fn auto_fills_the_gap_after_review_compile_and_gate_feedback_then_adopts() {
         .gate
         .iter()
         .any(|g| g.id == "kernels" && g.status == "pass"));
-    let adopted = metainfer_build::ckb::adopt::adopt(&ckb_dir, id).unwrap();
+    let adopted = metainfer_build::chain::adopt::adopt(&ckb_dir, id).unwrap();
     assert!(adopted.realization.exists());
     let ckb2 = Ckb::load(&ckb_dir).unwrap();
     assert!(ckb2.check().is_empty(), "{:?}", ckb2.check());

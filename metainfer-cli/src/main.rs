@@ -260,7 +260,7 @@ fn ckb_ls(env: &Env) -> anyhow::Result<bool> {
 }
 
 fn ckb_proposals(env: &Env) -> anyhow::Result<bool> {
-    let all = metainfer_build::ckb::adopt::list(&env.ckb_root);
+    let all = metainfer_build::chain::adopt::list(&env.ckb_root);
     if all.is_empty() {
         out!(
             "metainfer: no proposals in {}",
@@ -292,7 +292,8 @@ fn ckb_proposals(env: &Env) -> anyhow::Result<bool> {
 }
 
 fn ckb_adopt(env: &Env, which: &str) -> anyhow::Result<bool> {
-    let a = metainfer_build::ckb::adopt::adopt(&env.ckb_root, which).map_err(anyhow::Error::msg)?;
+    let a =
+        metainfer_build::chain::adopt::adopt(&env.ckb_root, which).map_err(anyhow::Error::msg)?;
     out!(
         "metainfer: adopted {}/{}: wrote {} and a [[realizations]] entry in {}",
         a.contract,

@@ -4,6 +4,7 @@
 //! whether every gate passed. Nothing here writes to the cache; `cache` does, and only for a
 //! candidate whose gates passed.
 
+pub mod adopt;
 pub mod consolidate;
 pub mod extract;
 pub mod implement;
@@ -19,7 +20,6 @@ pub mod verify;
 use crate::ckb::Ckb;
 use crate::constraints::Constraints;
 use implement::{CkbImplementer, Implementer, SlotCode};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -71,30 +71,7 @@ impl ChainOptions {
     }
 }
 
-/// Who filled a slot, recorded in the manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SlotRecord {
-    pub slot: String,
-    pub contract: String,
-    pub version: u32,
-    pub implementer: String,
-    pub realization: String,
-}
-
-/// The outcome of the chain: the files of a cache entry and the verdict.
-#[derive(Debug, Clone, Default)]
-pub struct Candidate {
-    /// Relative path → content: `engine.rs`, `gates.toml`, `transcript.jsonl`.
-    pub files: BTreeMap<String, Vec<u8>>,
-    pub slots: Vec<SlotRecord>,
-    pub gates_passed: bool,
-    /// The model the LLM server reported, where an LLM filled slots.
-    pub llm_model: Option<String>,
-    /// Every LLM request id, in order.
-    pub llm_request_ids: Vec<String>,
-    /// Proposals written under `ckb/proposals/` (LLM sections that passed every gate).
-    pub proposals: Vec<PathBuf>,
-}
+pub use crate::manifest::{Candidate, SlotRecord};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
@@ -111,7 +88,7 @@ pub enum ChainError {
     #[error("llm: {0}")]
     Llm(String),
     #[error(transparent)]
-    FeatureOff(crate::error::FeatureOff),
+    FeatureOff(crate::feature::FeatureOff),
     /// A generator setting (`METAINFER_*` variable) with a value it cannot take.
     #[error(transparent)]
     Env(#[from] crate::env::EnvError),

@@ -2,7 +2,6 @@
 //! [`schema`], plus its digest (what a cache entry records to detect staleness) and a
 //! referential-integrity check (`cargo metainfer ckb check`).
 
-pub mod adopt;
 pub mod schema;
 
 pub(crate) mod check;

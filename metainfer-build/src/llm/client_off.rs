@@ -25,7 +25,7 @@ impl Client {
         _req: &ChatRequest,
         _on_delta: &mut dyn FnMut(&str),
     ) -> Result<ChatReply, LlmError> {
-        let off = crate::error::FeatureOff::llm(
+        let off = crate::feature::FeatureOff::llm(
             "the llm client (ureq with TLS) is built only with the `llm` feature".into(),
         );
         Err(LlmError::Config(off.to_string()))

@@ -3,8 +3,8 @@
 //! `realizations/<contract>/<variant>.rs` and the contract gains a `[[realizations]]` entry.
 //! The CKB is re-checked afterwards; on any problem both edits are undone.
 
-use super::Ckb;
-use crate::chain::consolidate::Proposal;
+use super::consolidate::Proposal;
+use crate::ckb::Ckb;
 use std::path::{Path, PathBuf};
 
 /// What adoption did.

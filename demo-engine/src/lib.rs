@@ -1,7 +1,7 @@
-//! The demo app's engines: the qwen2 Q4_K_M (GGUF) and AWQ (Hugging Face checkpoint) engines
-//! and the llama Q4_1 ones (SmolLM2), each generated for several targets, and one interface over
-//! them so the CLI can pick at run time from the file's architecture and the cpu (the engines
-//! themselves never dispatch).
+//! The demo app's engines: the qwen2 Q4_K_M (GGUF) and AWQ (Hugging Face checkpoint) engines,
+//! the llama Q4_1 ones (SmolLM2) and the gemma3 Q4_K_M ones, each generated for several
+//! targets, and one interface over them so the CLI can pick at run time from the file's
+//! architecture and the cpu (the engines themselves never dispatch).
 //!
 //! - [`Coder`]: `hw = "x86_64-avx2"` — AVX2+FMA integer dot kernels;
 //! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU;

@@ -1,6 +1,6 @@
-//! `demo-engine`: generate, chat, bench, perplexity and an OpenAI-compatible server on a qwen2 or
-//! llama GGUF (or a qwen2 AWQ checkpoint) with the engines MetaInfer generated for this crate
-//! (see src/lib.rs); the engine's family follows the file's architecture.
+//! `demo-engine`: generate, chat, bench, perplexity and an OpenAI-compatible server on a qwen2,
+//! llama or gemma3 GGUF (or a qwen2 AWQ checkpoint) with the engines MetaInfer generated for
+//! this crate (see src/lib.rs); the engine's family follows the file's architecture.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};

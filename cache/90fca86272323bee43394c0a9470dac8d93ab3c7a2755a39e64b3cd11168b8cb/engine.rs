@@ -3260,6 +3260,20 @@ mod weights_decoder {
             if head_dim == 0 || head_dim % 2 != 0 {
                 return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
             }
+            // rope on part of a head, or scaled (llama.cpp reads the factor as linear scaling without a type)
+            let rope = |k: &str| format!("{MODEL_ARCH}.rope.{k}");
+            let number = |k: &str| g.meta(k).map(|_| g.get_f32(k)).transpose();
+            if let Some(d) = number(&rope("dimension_count"))?.filter(|&d| d as usize != head_dim) {
+                return Err(lacks(rope("dimension_count"), format!("{d}, not the head dim {head_dim} (partial rope)")));
+            }
+            if let Some(s) = g.get_str_opt(&rope("scaling.type"))?.filter(|&s| s != "none" && s != "linear") {
+                return Err(lacks(rope("scaling.type"), format!("{s:?}")));
+            }
+            for k in [rope("scaling.factor"), rope("scale_linear")] {
+                if let Some(f) = number(&k)?.filter(|&f| f != 0.0 && f != 1.0) {
+                    return Err(lacks(k, format!("{f} (scaled rope)")));
+                }
+            }
             let cfg = Config {
                 n_layer: get(K_N_LAYER)?,
                 n_embd,
@@ -3377,9 +3391,18 @@ mod weights_decoder {
     }
 
     impl Weights {
-        /// Locates every tensor and checks its type and shape against `cfg`.
+        /// Locates every tensor and checks its type and shape against `cfg`; a tensor the family
+        /// does not name (rope frequency factors, biases, experts) is refused.
         pub(crate) fn from_gguf(g: &Gguf, cfg: &Config) -> rt::Result<Weights> {
             let e = cfg.n_embd;
+            let layer = [T_ATTN_NORM, T_ATTN_Q, T_ATTN_K, T_ATTN_V, T_ATTN_OUTPUT, T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN];
+            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM];
+            let known: Vec<&str> = [T_TOKEN_EMBD, T_OUTPUT, T_OUTPUT_NORM].into_iter().chain(layer).chain(opts.into_iter().flatten()).collect();
+            let in_layer = |r: &(&str, &str)| r.0.parse::<usize>().is_ok_and(|n| n < cfg.n_layer);
+            let pattern = |name: &str| name.strip_prefix("blk.").and_then(|r| r.split_once('.')).filter(in_layer).map_or(name.to_string(), |(_, rest)| format!("blk.{{n}}.{rest}"));
+            if let Some(t) = g.tensors.iter().find(|t| !known.contains(&pattern(&t.name).as_str())) {
+                return Err(lacks(format!("tensor '{}'", t.name), "in the file".into()));
+            }
             let matrix = |name: &str, cols: usize, rows: usize| locate(g, name, &[cols, rows]);
             let vector = |name: &str, len: usize| -> rt::Result<Vec<f32>> {
                 let t = locate(g, name, &[len])?;
@@ -3429,6 +3452,13 @@ mod weights_decoder {
                 layers,
             })
         }
+    }
+
+    /// A part of the file this engine does not implement: refused, since ignoring it would change
+    /// the outputs without a word.
+    fn lacks(what: String, found: String) -> rt::Error {
+        let fix = format!("the {MODEL_ARCH} engine does not implement this part; use a file without it, or teach the family the part (ckb/models/{MODEL_ARCH}.toml and its sections)");
+        rt::Error::Mismatch { what, found, expected: format!("{MODEL_ARCH} files without it"), fix }
     }
 
     /// Finds tensor `name`, checks its dims (`[cols]` or `[cols, rows]`, ne0 first) and that its

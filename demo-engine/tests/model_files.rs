@@ -3,7 +3,7 @@
 //! that says what differs — never a panic.
 
 mod common;
-use demo_engine::{load, Which};
+use demo_engine::{load, Arch, Which};
 use metainfer::GenParams;
 
 fn tiny_bytes() -> Vec<u8> {
@@ -131,6 +131,51 @@ fn tensor_type_not_compiled_in_is_refused() {
         msg.contains("blk.1.ffn_gate.weight") && msg.contains("F16") && msg.contains("regenerate"),
         "{msg}"
     );
+}
+
+#[test]
+fn parts_the_engines_lack_are_refused_by_every_engine() {
+    // a tensor the family does not name (a qwen2 bias renamed), and rope on part of each head
+    // (tiny-llama's llama.rope.dimension_count of 32 set to 16): the cpu and the cuda engines
+    // (which read the file before they look for a GPU) each refuse them, naming the part
+    let mut qwen2 = tiny_bytes();
+    let at = after_string(&qwen2, "blk.0.attn_q.bias") - 11;
+    qwen2[at..at + 4].copy_from_slice(b"rope");
+    let mut llama =
+        std::fs::read(common::root().join("ckb/gates/fixtures/tiny-llama.gguf")).unwrap();
+    let at = after_string(&llama, "llama.rope.dimension_count") + 4;
+    assert_eq!(
+        llama[at..at + 4],
+        32u32.to_le_bytes(),
+        "the fixture's head dim"
+    );
+    llama[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
+    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
+    let cuda = [Arch::Sm80, Arch::Sm89, Arch::Sm90].map(|a| Some(Which::Cuda(a)));
+    for (bytes, name, part) in [
+        (&qwen2, "qwen2-rope.gguf", "tensor 'blk.0.rope_q.bias'"),
+        (
+            &llama,
+            "llama-partial.gguf",
+            "llama.rope.dimension_count is 16, not the head dim 32",
+        ),
+    ] {
+        for which in [Some(Which::Auto), avx2, Some(Which::Generic)]
+            .into_iter()
+            .chain(cuda)
+            .flatten()
+        {
+            // the llama family has a sm_89 engine only
+            if name.starts_with("llama") && matches!(which, Which::Cuda(a) if a != Arch::Sm89) {
+                continue;
+            }
+            let msg = load_err(bytes, name, which);
+            assert!(
+                msg.contains(part) && msg.contains("does not implement this part"),
+                "{which:?} on {name}: {msg}"
+            );
+        }
+    }
 }
 
 #[test]

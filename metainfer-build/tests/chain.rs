@@ -70,10 +70,14 @@ fn demo_engines_plan_implement_and_pass_review() {
         // 0.90-0.99x) to 3,580; the matmul's prefetch in its four-token path and its tile buffers
         // kept between tasks (+8 in every engine; the Q8_0 output matrix's share of a batched
         // step of four -35%, malloc ~3% -> <1%) and the Q5_0 8 x 4 tile with VNNI in the avx512
-        // engines (+8; 512-token prefill +15%; issue 22, session 11) to 3,600.
+        // engines (+8; 512-token prefill +15%; issue 22, session 11) to 3,600; refusing the
+        // parts of a file the engine does not implement instead of ignoring them (+24 in every
+        // engine: a tensor the family does not name, such as Llama 3.x's rope_freqs.weight, rope
+        // scaling, partial rope; each loaded and generated other text than llama.cpp's without a
+        // word; session 14) to 3,625.
         assert!(
-            code < 3600,
-            "{hw}: engine.rs has {code} lines of code, over the 3,600-line budget"
+            code < 3625,
+            "{hw}: engine.rs has {code} lines of code, over the 3,625-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

@@ -403,6 +403,9 @@ impl HfCheckpoint {
         self.meta.iter().find(|m| m.0 == key)
     }
 
+    /// Where config.json gave the value under GGUF key `key` (None: it gave none).
+    pub(crate) fn meta(&self, key: &str) -> Option<&str> { self.meta_of(key).map(|m| m.2.as_str()) }
+
     fn missing(&self, key: &str) -> rt::Error {
         let suffix = key.split_once('.').map_or(key, |(_, s)| s);
         let hf = HF_CONFIG_INTS.iter().find(|(_, g)| *g == suffix).map(|(hf, _)| *hf).or(match suffix {

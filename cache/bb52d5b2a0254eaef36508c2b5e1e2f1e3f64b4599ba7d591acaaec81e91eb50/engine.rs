@@ -422,6 +422,13 @@ mod hf_reader {
                 };
                 self.meta.push((format!("{arch}.{g}"), HfMeta::F32(v as f32), format!("config.json: {hf}")));
             }
+            // rope scaling, as a GGUF file states it (the weights section refuses what it lacks)
+            if let Some(s) = c.get("rope_scaling").filter(|s| !s.is_null()) {
+                let kind = s.get("rope_type").or(s.get("type")).and_then(|t| t.as_str()).map_or("linear", |t| if t == "default" { "none" } else { t });
+                self.meta.push((format!("{arch}.rope.scaling.type"), HfMeta::Str(kind.into()), "config.json: rope_scaling".into()));
+                let factor = s.get("factor").and_then(|f| f.as_f64()).unwrap_or(1.0) as f32;
+                self.meta.push((format!("{arch}.rope.scaling.factor"), HfMeta::F32(factor), "config.json: rope_scaling.factor".into()));
+            }
             // The quantization this engine was generated for (quant = "awq").
             let q = c.get("quantization_config");
             let qget = |k: &str| q.and_then(|q| q.get(k)).map(|v| v.to_string().trim_matches('"').to_lowercase());

@@ -357,6 +357,41 @@ fn awq_checkpoint_with_other_quantization_is_refused_with_what_differs() {
 }
 
 #[test]
+fn awq_checkpoint_with_rope_scaling_is_refused_naming_it() {
+    // rope scaling is a part the engines lack: refused, as in a GGUF file; a default (unscaled)
+    // rope_scaling loads
+    for (name, scaling, refused) in [
+        (
+            "awq-yarn",
+            r#"{"type": "yarn", "factor": 4.0}"#,
+            Some("\"yarn\""),
+        ),
+        (
+            "awq-linear",
+            r#"{"rope_type": "linear", "factor": 2.0}"#,
+            Some("factor is 2"),
+        ),
+        ("awq-default", r#"{"rope_type": "default"}"#, None),
+    ] {
+        let dir = awq_copy(name, with_config("rope_scaling", Some(scaling)));
+        match refused {
+            Some(what) => {
+                let e = awq_err(&dir, Which::Generic);
+                assert!(
+                    e.contains("qwen2.rope.scaling")
+                        && e.contains(what)
+                        && e.contains("does not implement"),
+                    "{name}: {e}"
+                );
+            }
+            None => {
+                load(&dir, Which::Generic).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
 fn awq_checkpoint_missing_config_key_names_it() {
     let dir = awq_copy("awq-no-hidden", with_config("hidden_size", None));
     let e = awq_err(&dir, Which::Generic);

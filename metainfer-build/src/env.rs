@@ -61,13 +61,19 @@ pub fn path(name: &str) -> Option<PathBuf> {
 
 /// `name` as a whole number above 0, `default` when unset or blank.
 pub fn positive(name: &'static str, default: u64) -> Result<u64, EnvError> {
-    parse_positive(name, var(name), default)
+    parse_positive(name, lossy(name), default)
+}
+
+/// The value of `name` with anything that is not unicode replaced, so that it is reported
+/// rather than taken for unset.
+fn lossy(name: &str) -> Option<String> {
+    var_os(name).map(|v| v.to_string_lossy().into_owned())
 }
 
 /// `name` as a switch: `1` / `true` / `yes` / `on` or `0` / `false` / `no` / `off` (any
 /// case), `false` when unset or blank.
 pub fn flag(name: &'static str) -> Result<bool, EnvError> {
-    parse_flag(name, var(name))
+    parse_flag(name, lossy(name))
 }
 
 fn parse_positive(name: &'static str, v: Option<String>, default: u64) -> Result<u64, EnvError> {

@@ -343,8 +343,9 @@ fn needs_network(stderr: &str) -> bool {
 
 /// Builds the scratch crate's test binary (`cargo test --no-run`), reading cargo's output as
 /// it comes so that progress (crates compiled) reaches the user during a long build. The build
-/// has a wall-time limit, `s.compile_timeout` (`METAINFER_COMPILE_TIMEOUT_S`, default 1800): past it, cargo and the
-/// compilers it started are killed (they run in a process group of their own).
+/// has a wall-time limit, `s.compile_timeout` (`METAINFER_COMPILE_TIMEOUT_S`, default 1800):
+/// past it, cargo and the compilers it started are killed (they run in a process group of
+/// their own).
 fn run_cargo(s: &Scratch<'_>, offline: bool, progress: bool) -> Result<CargoRun, ChainError> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;

@@ -9,7 +9,11 @@ computed in float64:
   per layer:  h = rmsnorm(x) * attn_norm
               q,k,v = h@Wq, h@Wk, h@Wv                        (no biases)
               NORM rope on q,k (llama.cpp LLAMA_ROPE_TYPE_NORM): adjacent pairs (2i, 2i+1),
-                theta_i = base^(-2i/hd), positions 0..T-1, rotated by pos * theta_i
+                theta_i = base^(-2i/hd), positions 0..T-1, rotated by pos * theta_i / ff_i
+                ff_i = rope_freqs.weight[i] when the file has that tensor (Llama 3.x files carry
+                it: f32, [hd/2] values, one global tensor for all layers; llama.cpp divides each
+                angle by it, ggml_rope_cache_init's rope_yarn(theta/ff, ...)), else ff_i = 1.
+                A rope_freqs.weight whose length is not hd/2 is refused.
               GQA causal attention, scale 1/sqrt(hd), kv head = q head // (n_head/n_head_kv)
               x += attn @ Wo
               h = rmsnorm(x) * ffn_norm
@@ -25,12 +29,18 @@ Usage (from the repository root; PYTHONPATH=/tmp/pylib where numpy/gguf were pip
   python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/tiny-llama.gguf --gate-vectors ckb/gates/vectors
       writes ckb/gates/vectors/tiny_llama_logits.txt and tiny_llama_greedy.txt (same formats as
       the tiny_qwen2_* files: the writer is qwen2_ref.write_gate_vectors)
+  python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/tiny-llama.gguf --rope-freqs-vectors ckb/gates/vectors
+      writes ckb/gates/vectors/tiny_llama_rope_freqs_logits.txt: a copy of the fixture plus a
+      rope_freqs.weight tensor holding ROPE_FREQS_FACTORS (written with gguf-py, every KV and
+      tensor copied as is; a temp file unless --keep PATH), run over DEFAULT_IDS. Same format as
+      tiny_llama_logits.txt, with one more data line first: the 16 factors.
   --rope neox: a self-check only (rotate halves as qwen2 does); never used for the vectors.
 Needs: numpy, gguf (pip install numpy gguf).
 """
 import argparse
 import os
 import sys
+import tempfile
 
 import numpy as np
 import gguf
@@ -40,6 +50,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qwen2_ref  # noqa: E402  (only its gate-vectors writer: the same file formats)
 
 DEFAULT_IDS = [1712, 17, 220, 871, 1001, 58, 315, 1499]   # fixed 8-token sequence for the tiny gate
+
+# rope_freqs.weight for the --rope-freqs-vectors copy of the tiny fixture (head dim 32 -> 16 values,
+# all exact in f32; mixed above and below 1 so every pair's angle moves, two left at 1).
+ROPE_FREQS_FACTORS = [0.5, 2, 4, 1.5, 8, 0.75, 3, 1, 6, 1.25, 2.5, 5, 1, 16, 32, 1]
 
 
 class Model:
@@ -74,6 +88,13 @@ class Model:
         biases = [n for n in self.w if n.endswith(".bias")]
         if biases:
             sys.exit(f"{path}: bias tensors {biases[:4]}... are not part of this llama graph")
+        self.rope_freqs = None
+        if "rope_freqs.weight" in self.w:
+            ff = self.w["rope_freqs.weight"].astype(np.float64).reshape(-1)
+            if ff.shape[0] != self.head_dim // 2:
+                sys.exit(f"{path}: rope_freqs.weight has {ff.shape[0]} values, expected head_dim/2 = "
+                         f"{self.head_dim // 2}")
+            self.rope_freqs = ff
         self.n_vocab = self.w["token_embd.weight"].shape[0]
         self.out_w = self.w.get("output.weight", self.w["token_embd.weight"])
 
@@ -88,6 +109,8 @@ class Model:
         T, _, hd = x.shape
         half = hd // 2
         inv = self.base ** (-2.0 * np.arange(half, dtype=np.float64) / hd)
+        if self.rope_freqs is not None:
+            inv = inv / self.rope_freqs                                     # llama.cpp: theta / ff
         ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]      # [T, half]
         cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
         if self.rope_mode == "neox":                                        # self-check only
@@ -143,6 +166,125 @@ class Model:
         return out, margins
 
 
+def _kv_value(field):
+    """(value, vtype, sub_type) of a GGUFReader field, strings as their raw bytes."""
+    T = gguf.GGUFValueType
+    vtype = field.types[0]
+    if vtype == T.STRING:
+        return bytes(field.parts[field.data[0]]), vtype, None
+    if vtype == T.ARRAY:
+        sub = field.types[-1]
+        if len(field.types) != 2:
+            sys.exit(f"{field.name}: nested arrays are not copied")
+        if sub == T.STRING:
+            return [bytes(field.parts[i]) for i in field.data], vtype, sub
+        return [field.parts[i].tolist()[0] for i in field.data], vtype, sub
+    return field.parts[field.data[0]].tolist()[0], vtype, None
+
+
+def copy_gguf(src, dst, kv_set=None, extra_tensors=()):
+    """Write dst = src with gguf-py: every KV (in order, same types; kv_set {key: str} replaces a
+    string value) and every tensor (same name, type, shape, bytes), then extra_tensors
+    [(name, float32 array)] appended. Checked by reading dst back."""
+    kv_set_in = dict(kv_set or {})
+    kv_set = dict(kv_set_in)
+    replaced = set(kv_set)
+    r = gguf.GGUFReader(src)
+    arch = r.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(dst, arch)
+    w.kv_data[0].clear()                     # the writer pre-adds general.architecture: keep src order
+    if "general.alignment" in r.fields:
+        w.data_alignment = int(r.fields["general.alignment"].contents())
+    for key, field in r.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        val, vtype, sub = _kv_value(field)
+        if key in kv_set:
+            if vtype != gguf.GGUFValueType.STRING:
+                sys.exit(f"{key}: only string KVs are replaced")
+            val = kv_set.pop(key).encode("utf-8")
+        w.add_key_value(key, val, vtype, sub_type=sub)
+    if kv_set:
+        sys.exit(f"{src}: no such keys {sorted(kv_set)}")
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    for name, arr in extra_tensors:
+        w.add_tensor(name, np.asarray(arr, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    # read back: same KVs (raw bytes of every part, except the replaced ones), same tensors
+    c = gguf.GGUFReader(dst)
+    for key, field in r.fields.items():
+        if key.startswith("GGUF.") or key in replaced:
+            continue
+        got = c.fields.get(key)
+        if got is None or got.types != field.types or \
+                [bytes(p) for p in got.parts] != [bytes(p) for p in field.parts]:
+            sys.exit(f"{dst}: KV {key} was not copied faithfully")
+    ct = {t.name: t for t in c.tensors}
+    for t in r.tensors:
+        u = ct.get(t.name)
+        if u is None or u.tensor_type != t.tensor_type or list(u.shape) != list(t.shape) or \
+                bytes(np.ascontiguousarray(u.data)) != bytes(np.ascontiguousarray(t.data)):
+            sys.exit(f"{dst}: tensor {t.name} was not copied faithfully")
+    for name, arr in extra_tensors:
+        if name not in ct or not np.array_equal(np.asarray(ct[name].data), np.asarray(arr, dtype=np.float32)):
+            sys.exit(f"{dst}: tensor {name} was not written")
+    for key in replaced:
+        if c.fields[key].contents() != dict(kv_set_in)[key]:
+            sys.exit(f"{dst}: KV {key} was not replaced")
+    if list(c.fields) != list(r.fields) or len(c.tensors) != len(r.tensors) + len(extra_tensors):
+        sys.exit(f"{dst}: KV order or tensor count differs")
+
+
+def write_rope_freqs_vectors(src, out_dir, ids, keep=None):
+    """tiny_llama_rope_freqs_logits.txt: the reference logits of src + rope_freqs.weight."""
+    ff = np.asarray(ROPE_FREQS_FACTORS, dtype=np.float32)
+    if not np.array_equal(ff.astype(np.float64), np.asarray(ROPE_FREQS_FACTORS, dtype=np.float64)):
+        sys.exit("ROPE_FREQS_FACTORS are not exact in f32")
+    if keep:
+        path = keep
+    else:
+        fd, path = tempfile.mkstemp(suffix=".gguf", prefix="tiny-llama-rope-freqs-")
+        os.close(fd)
+    try:
+        copy_gguf(src, path, extra_tensors=[("rope_freqs.weight", ff)])
+        m = Model(path)
+        if m.rope_freqs is None or m.rope_freqs.shape[0] != len(ff):
+            sys.exit(f"{path}: rope_freqs.weight not read back")
+        logits = m.forward(ids)
+    finally:
+        if not keep:
+            os.remove(path)
+    name = os.path.basename(src)
+    ffs = " ".join(f"{float(v):.9g}" for v in ff)
+    if [float(x) for x in ffs.split()] != [float(v) for v in ff]:
+        sys.exit("factor line does not parse back exactly")
+    lp = os.path.join(out_dir, "tiny_llama_rope_freqs_logits.txt")
+    with open(lp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(f"# Reference logits for {name} plus a rope_freqs.weight tensor, made by\n")
+        f.write("# ckb/gates/reference/llama_ref.py (float64, gguf-py dequantization, NORM rope with the\n")
+        f.write("# rope_freqs factors: angle(pos, i) = pos * base^(-2i/head_dim) / rope_freqs[i], tied output).\n")
+        f.write("# The model is a copy of the fixture written with gguf-py: every KV and tensor as is, plus\n")
+        f.write(f"# rope_freqs.weight (F32, [{len(ff)}] = head_dim/2, one global tensor as Llama 3.x files carry).\n")
+        f.write("# Command:\n")
+        f.write(f"#   python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/{name} "
+                f"--ids {','.join(map(str, ids))} --rope-freqs-vectors ckb/gates/vectors\n")
+        f.write("#   (--keep PATH keeps the copy with the factors; else it is a deleted temp file)\n")
+        f.write(f"# Format: lines starting with '#' are comments. First data line: the {len(ff)} rope_freqs\n")
+        f.write("# factors, space-separated, exact (each is an f32 value written in full), in tensor order.\n")
+        f.write(f"# Second data line: the {len(ids)} token ids (comma-separated, positions 0..{len(ids)-1}, no BOS).\n")
+        f.write(f"# Then one line per position: the {m.n_vocab} logits of that position, space-separated,\n")
+        f.write("# 6 significant digits.\n")
+        f.write(ffs + "\n")
+        f.write(",".join(str(i) for i in ids) + "\n")
+        for row in logits:
+            f.write(" ".join(f"{v:.6g}" for v in row) + "\n")
+    print(f"wrote {lp} ({os.path.getsize(lp)} bytes)" + (f"; kept the copy at {keep}" if keep else ""))
+
+
 def main():
     ap = argparse.ArgumentParser(description="numpy float64 reference forward for llama GGUF")
     ap.add_argument("model")
@@ -150,10 +292,18 @@ def main():
     ap.add_argument("--out", help="write logits [T, n_vocab] float64 to this .npy")
     ap.add_argument("--greedy", type=int, default=0, help="print N greedy continuation ids")
     ap.add_argument("--gate-vectors", metavar="OUT_DIR", help="write the tiny_llama gate files")
+    ap.add_argument("--rope-freqs-vectors", metavar="OUT_DIR",
+                    help="write tiny_llama_rope_freqs_logits.txt (the model + a rope_freqs.weight)")
+    ap.add_argument("--keep", metavar="PATH", help="with --rope-freqs-vectors: keep the copy here")
     ap.add_argument("--rope", choices=["norm", "neox"], default="norm",
                     help="rope mode (norm = llama.cpp's for llama; neox only as a self-check)")
     a = ap.parse_args()
     ids = [int(s) for s in a.ids.split(",")] if a.ids else DEFAULT_IDS
+    if a.rope_freqs_vectors:
+        if a.rope != "norm":
+            sys.exit("--rope-freqs-vectors is only written with the llama (norm) rope")
+        write_rope_freqs_vectors(a.model, a.rope_freqs_vectors, ids, keep=a.keep)
+        return
     m = Model(a.model, rope=a.rope)
     if a.gate_vectors:
         if a.rope != "norm":

@@ -13,6 +13,8 @@ Gate files (one case per 2 lines: the text as a JSON string; the ids comma-separ
       --cases ckb/gates/vectors/tokenizer_llama.txt
   python3 ckb/gates/reference/llama_tokenize.py models/gemma-3-270m-q4_k_m.gguf --more gemma3 \
       --cases ckb/gates/vectors/tokenizer_gemma3.txt
+  python3 ckb/gates/reference/llama_tokenize.py ckb/gates/fixtures/tiny-llama.gguf --pre llama-bpe \
+      --more llama-bpe --cases ckb/gates/vectors/tokenizer_tiny_llama_llama-bpe.txt
 Needs: numpy (the bindings import it), the llama-cpp-python sdist's llama_cpp/ package on
 PYTHONPATH and LLAMA_CPP_LIB_PATH pointing at the dir holding libllama.so.
 
@@ -24,7 +26,12 @@ unparse_special=True), except texts holding U+2581, which SentencePiece vocabs d
 The texts are tokenizer_ref.py's CASES (read from that file's source, so HF `tokenizers` is not
 needed here) followed by EXTRA_CASES below, and by MORE_CASES[name] for each `--more name`.
 `--no-parse-special` encodes with parse_special=False instead (control tokens written in the text
-are plain text; user-defined ones still match), for the same file format. Deterministic.
+are plain text; user-defined ones still match), for the same file format.
+`--pre NAME` tokenizes with a copy of MODEL whose tokenizer.ggml.pre is NAME (written with gguf-py
+by llama_ref.copy_gguf, every other KV and tensor as is; a deleted temp file unless --keep PATH;
+needs numpy and gguf): e.g. the tiny fixture's vocab under Llama 3's "llama-bpe" pre-tokenizer
+(llama.cpp LLAMA_VOCAB_PRE_TYPE_LLAMA3, ignore_merges; its add_bos default is overridden by the
+file's tokenizer.ggml.add_bos_token=false, and no BOS is added here anyway). Deterministic.
 """
 import argparse
 import ast
@@ -104,6 +111,43 @@ MORE_CASES = {
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
         "Mixed\u00a0NBSP\u3000ideographic\u2028line sep\u00ad soft hyphen",
     ],
+    # llama-bpe (Llama 3's pre-tokenizer, LLAMA_VOCAB_PRE_TYPE_LLAMA3): where its regex differs from
+    # the smollm / gpt2-style ones: digit runs split in groups of 1..3 (not one per digit),
+    # contractions matched in any case, one non-letter glued to the letters after it, punctuation
+    # runs that swallow the newlines after them, whitespace runs before newlines; words that are
+    # whole vocab tokens (ignore_merges looks them up before merging; on the tiny fixture's vocab
+    # merges reach every token, so there it changes no ids).
+    "llama-bpe": [
+        "1234567",
+        "3.14159",
+        "year 2024!",
+        "1 12 123 1234 12345 123456 1234567",
+        "v1.2.34 - 0.001 - 1e10 - 99999 - 2024-01-31",
+        "I'LL",
+        "DON'T",
+        "it'S",
+        "WE'RE THEY'VE I'M HE'D SHE'S it'Ll you'Re",
+        "x'y 'quoted' can't'",
+        "a\n\nb",
+        "x \n \n y",
+        "  \n\n  leading",
+        "line1\r\nline2\r\n\r\nline3",
+        "trailing   ",
+        "   ",
+        "tabs\t\t\n\tend\n",
+        "foo();\n\nbar}\n\n]\n",
+        "\treturn x;\n\tif y {\n",
+        "obj.get(a_id).com user\u2019s $var @user #tag",
+        "\u2014dash \u00abquote\u00bb \u00bfque?",
+        "return",
+        " function",
+        "the",
+        # whole tokens of Llama 3's vocab that its merges alone would split (ignore_merges shows
+        # on that vocab: vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf of the bindings sdist)
+        " vi\u1ec7c h\u1ee3p nhi\u1ec1u \u0111i\u1ec1u Vi\u1ec7t \u0627\u06cc\u0631\u0627\u0646 \u0445\u0430\u0440\u0430\u043a\u0442\u0435\u0440",
+        "mektedir",
+        ".:.:.:.:.:.:.:.:",
+    ],
 }
 
 
@@ -155,6 +199,18 @@ class Vocab:
         assert n >= 0, ids
         return out.raw[:n].decode("utf-8", errors="replace")
 
+    def pieces(self, ids):
+        """The ids' pieces (llama_token_to_piece, special tokens rendered) joined: the text without
+        llama_detokenize's clean-up of spaces before punctuation (clean_spaces, on by default for
+        BPE pre-tokenizers such as llama-bpe)."""
+        out = b""
+        for t in ids:
+            buf = ctypes.create_string_buffer(256)
+            n = llama_cpp.llama_token_to_piece(self.vocab, t, buf, 256, 0, True)
+            assert 0 <= n <= 256, t
+            out += buf.raw[:n]
+        return out.decode("utf-8", errors="replace")
+
 
 def main():
     ap = argparse.ArgumentParser(description="llama.cpp tokenizer reference ids (vocab-only load)")
@@ -164,8 +220,26 @@ def main():
     ap.add_argument("--more", action="append", choices=sorted(MORE_CASES), help="append a named case set (repeatable)")
     ap.add_argument("--no-parse-special", dest="parse_special", action="store_false",
                     help="encode with parse_special=false (control tokens in the text are plain text)")
+    ap.add_argument("--pre", metavar="NAME", help="use a copy of MODEL with tokenizer.ggml.pre = NAME")
+    ap.add_argument("--keep", metavar="PATH", help="with --pre: keep the copy here (else a temp file)")
     a = ap.parse_args()
-    v = Vocab(a.model)
+    if a.pre:
+        import tempfile
+        sys.path.insert(0, HERE)
+        import llama_ref  # numpy + gguf: only for the copy
+        if a.keep:
+            path = a.keep
+        else:
+            fd, path = tempfile.mkstemp(suffix=".gguf", prefix="pre-")
+            os.close(fd)
+        try:
+            llama_ref.copy_gguf(a.model, path, kv_set={"tokenizer.ggml.pre": a.pre})
+            v = Vocab(path)
+        finally:
+            if not a.keep:
+                os.remove(path)
+    else:
+        v = Vocab(a.model)
     ps = a.parse_special
     for t in a.text or []:
         print(",".join(map(str, v.encode(t, ps))))
@@ -175,7 +249,13 @@ def main():
         seen = set()
         cases = [c for c in cases if not (c in seen or seen.add(c))]
         with open(a.cases, "w", encoding="utf-8", newline="\n") as f:
-            f.write(f"# Tokenizer reference ids for {name}, made by ckb/gates/reference/llama_tokenize.py\n")
+            if a.pre:
+                f.write(f"# Tokenizer reference ids for {name} with tokenizer.ggml.pre set to {json.dumps(a.pre)}\n")
+                f.write("# (a gguf-py copy, every other KV and tensor as is), made by ckb/gates/reference/llama_tokenize.py\n")
+                more = "".join(f" --more {m}" for m in a.more or [])
+                f.write(f"# (options: --pre {a.pre}{more})\n")
+            else:
+                f.write(f"# Tokenizer reference ids for {name}, made by ckb/gates/reference/llama_tokenize.py\n")
             f.write(f"# (llama.cpp's own tokenizer: llama_tokenize, add_special=false, parse_special={str(ps).lower()},\n")
             f.write(f"# vocab-only load; llama.cpp of the llama-cpp-python {llama_cpp.__version__} sdist; no BOS).\n")
             f.write("# Format: '#' lines are comments; then per case 2 lines: the text as a JSON\n")
@@ -183,7 +263,7 @@ def main():
             for text in cases:
                 ids = v.encode(text, ps)
                 back = v.decode(ids)
-                if back != text and "\u2581" not in text:
+                if back != text and "\u2581" not in text and v.pieces(ids) != text:
                     sys.exit(f"llama.cpp round-trip failed for {text!r}: {back!r}")
                 f.write(json.dumps(text, ensure_ascii=True) + "\n")
                 f.write(",".join(map(str, ids)) + "\n")

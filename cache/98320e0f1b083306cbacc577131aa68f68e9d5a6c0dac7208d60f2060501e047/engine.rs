@@ -70,7 +70,7 @@ mod header {
     pub(crate) const T_FFN_GATE: &str = "blk.{n}.ffn_gate.weight";
     pub(crate) const T_FFN_UP: &str = "blk.{n}.ffn_up.weight";
     pub(crate) const T_FFN_DOWN: &str = "blk.{n}.ffn_down.weight";
-    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none).
+    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms, rope frequency factors (`None`: the family has none).
     pub(crate) const T_ATTN_Q_BIAS: Option<&str> = None;
     pub(crate) const T_ATTN_K_BIAS: Option<&str> = None;
     pub(crate) const T_ATTN_V_BIAS: Option<&str> = None;
@@ -78,6 +78,7 @@ mod header {
     pub(crate) const T_ATTN_K_NORM: Option<&str> = None;
     pub(crate) const T_ATTN_POST_NORM: Option<&str> = None;
     pub(crate) const T_FFN_POST_NORM: Option<&str> = None;
+    pub(crate) const T_ROPE_FREQS: Option<&str> = Some("rope_freqs.weight");
     /// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.
     pub(crate) const TIED_OUTPUT_ALLOWED: bool = true;
     /// The family's GGUF metadata keys.
@@ -105,8 +106,13 @@ mod header {
     pub(crate) const TOKENIZER_MODEL: &str = "gpt2";
     /// `tokenizer.ggml.pre` values the family's files use, each with its split regexes (applied in order).
     pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &[
+        ("llama-bpe", &["(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"]),
         ("smollm", &["\\p{N}", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"]),
     ];
+    /// Pre-tokenizers whose pieces that are vocab tokens skip the merges (llama.cpp's ignore_merges).
+    pub(crate) const PRE_IGNORE_MERGES: &[&str] = &["llama-bpe"];
+    /// Pre-tokenizers whose files get BOS when they have no `tokenizer.ggml.add_bos_token`.
+    pub(crate) const PRE_ADD_BOS: &[&str] = &["llama-bpe"];
     /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.
     pub(crate) const ADD_BOS_DEFAULT: bool = false;
     /// The chat template used when the file has none.
@@ -2284,6 +2290,7 @@ mod weights_decoder {
         pub(crate) output: TensorRef,     // [n_embd] -> [n_vocab] (token_embd when tied)
         pub(crate) output_acts: Vec<ActKind>,
         pub(crate) layers: Vec<LayerWeights>, // [n_layer]
+        pub(crate) rope_freqs: Option<Vec<f32>>, // [head_dim / 2] rope angle divisors (T_ROPE_FREQS), when the file has them
     }
 
     /// The distinct activation forms a set of matrices consumes.
@@ -2300,11 +2307,11 @@ mod weights_decoder {
 
     impl Weights {
         /// Locates every tensor and checks its type and shape against `cfg`; a tensor the family
-        /// does not name (rope frequency factors, biases, experts) is refused.
+        /// does not name (rope frequency factors where the family has none, biases, experts) is refused.
         pub(crate) fn from_gguf(g: &Gguf, cfg: &Config) -> rt::Result<Weights> {
             let e = cfg.n_embd;
             let layer = [T_ATTN_NORM, T_ATTN_Q, T_ATTN_K, T_ATTN_V, T_ATTN_OUTPUT, T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN];
-            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM];
+            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM, T_ROPE_FREQS];
             let known: Vec<&str> = [T_TOKEN_EMBD, T_OUTPUT, T_OUTPUT_NORM].into_iter().chain(layer).chain(opts.into_iter().flatten()).collect();
             let in_layer = |r: &(&str, &str)| r.0.parse::<usize>().is_ok_and(|n| n < cfg.n_layer);
             let pattern = |name: &str| name.strip_prefix("blk.").and_then(|r| r.split_once('.')).filter(in_layer).map_or(name.to_string(), |(_, rest)| format!("blk.{{n}}.{rest}"));
@@ -2352,7 +2359,13 @@ mod weights_decoder {
                     wq, wk, wv, wo, w_gate, w_up, w_down,
                 });
             }
+            // optional in a file even where the family names it; a factor of 0 or NaN would poison every angle
+            let rope_freqs = T_ROPE_FREQS.filter(|&t| g.tensor(t).is_ok()).map(|t| vector(t, cfg.head_dim / 2)).transpose()?;
+            if let Some(f) = rope_freqs.as_ref().and_then(|fs| fs.iter().find(|f| !(f.is_finite() && **f > 0.0))) {
+                return Err(rt::Error::format(format!("tensor '{}'", T_ROPE_FREQS.unwrap_or_default()), format!("a rope frequency factor is {f}; each must be finite and > 0")));
+            }
             Ok(Weights {
+                rope_freqs,
                 output_norm: vector(T_OUTPUT_NORM, e)?,
                 output_acts: acts_for(&[&output]),
                 token_embd,
@@ -2702,7 +2715,8 @@ mod forward_decoder {
             if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
             // every row's cos/sin, of the global layers and of the local (sliding-window) ones
-            let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base)).collect::<Vec<_>>();
+            let ff = w.rope_freqs.as_deref();
+            let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base, ff)).collect::<Vec<_>>();
             let rots = [table(c.rope_theta), if SWA_PATTERN > 0 { table(c.rope_theta_local) } else { Vec::new() }];
             for (l, lw) in w.layers.iter().enumerate() {
                 let local = c.is_local(l);
@@ -2856,11 +2870,13 @@ mod forward_decoder {
     }
 
     /// ggml's rope cache for positions `pos..pos + n`: `[n][head_dim / 2]` (sin, cos) of
-    /// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it.
-    fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32) -> Vec<(f32, f32)> {
+    /// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it, and
+    /// divided by the file's frequency factor `ff[i]` where it has them (T_ROPE_FREQS).
+    fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32, ff: Option<&[f32]>) -> Vec<(f32, f32)> {
         let theta_scale = base.powf(-2.0 / head_dim as f32);
         let angles = |p: usize| (0..head_dim / 2).scan(p as f32, move |t, _| Some(std::mem::replace(t, *t * theta_scale)));
-        (pos..pos + n).flat_map(angles).map(f32::sin_cos).collect()
+        let factor = |i: usize| ff.map_or(1.0, |f| f[i]);
+        (pos..pos + n).flat_map(|p| angles(p).enumerate().map(|(i, t)| t / factor(i))).map(f32::sin_cos).collect()
     }
 
     /// Rope on every head of `x` (`[n_heads][head_dim]`) with one position's `rot` (rope_table): the
@@ -3062,6 +3078,8 @@ mod tokenizer_bpe {
         types: Vec<u8>,                 // [n_vocab] token type (TOKEN_*)
         by_text: TextIndex,             // vocab text (as stored in the file) -> id
         byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte (NO_TOKEN: none)
+        byte_chars: [char; 256],        // [256] GPT-2's byte -> unicode map (how the vocab spells bytes)
+        ignore_merges: bool,            // a piece that is a vocab token is that token (PRE_IGNORE_MERGES)
         merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
         specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
         special_first: [bool; 256],     // [256] whether some special token starts with this byte
@@ -3184,7 +3202,7 @@ mod tokenizer_bpe {
             let eos = check_id("tokenizer.ggml.eos_token_id")?;
             let bos = check_id("tokenizer.ggml.bos_token_id")?;
             check_id("tokenizer.ggml.padding_token_id")?;
-            let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", ADD_BOS_DEFAULT)?;
+            let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", ADD_BOS_DEFAULT || PRE_ADD_BOS.contains(&pre))?;
             if add_bos && bos.is_none() {
                 return Err(err("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing".into()));
             }
@@ -3210,7 +3228,8 @@ mod tokenizer_bpe {
                 .map(|r| rt::fancy_regex::Regex::new(r).map_err(|e| err(format!("pre-tokenizer {pre:?} regex {r:?}: {e}"))))
                 .collect::<rt::Result<Vec<_>>>()?;
             Ok(Tokenizer {
-                bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regexes, eos, bos, add_bos, eog,
+                bytes, offs, types, by_text, byte_ids, byte_chars, merges, specials, special_first, regexes, eos, bos, add_bos, eog,
+                ignore_merges: PRE_IGNORE_MERGES.contains(&pre),
             })
         }
 
@@ -3287,9 +3306,15 @@ mod tokenizer_bpe {
             self.merges.get(&(((a as u64) << 32) | b as u64)).copied()
         }
 
-        /// BPE of one piece: from byte tokens, merge the adjacent pair of lowest rank (leftmost on ties)
+        /// BPE of one piece (the piece's own token, with ignore_merges, when the vocab has it): from byte tokens, merge the adjacent pair of lowest rank (leftmost on ties)
         /// until none has a merge; short pieces rescan the pairs, long ones use a heap.
         fn bpe(&self, piece: &[u8], sym: &mut Vec<u32>, out: &mut Vec<u32>) {
+            if self.ignore_merges {
+                let text: String = piece.iter().map(|&b| self.byte_chars[b as usize]).collect();
+                if let Some(id) = self.by_text.get(&text) {
+                    return out.push(id);
+                }
+            }
             sym.clear();
             sym.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
             if sym.len() > 24 {

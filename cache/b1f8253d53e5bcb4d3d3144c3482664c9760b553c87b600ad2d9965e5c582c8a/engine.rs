@@ -71,7 +71,7 @@ mod header {
     pub(crate) const T_FFN_GATE: &str = "blk.{n}.ffn_gate.weight";
     pub(crate) const T_FFN_UP: &str = "blk.{n}.ffn_up.weight";
     pub(crate) const T_FFN_DOWN: &str = "blk.{n}.ffn_down.weight";
-    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none).
+    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms, rope frequency factors (`None`: the family has none).
     pub(crate) const T_ATTN_Q_BIAS: Option<&str> = Some("blk.{n}.attn_q.bias");
     pub(crate) const T_ATTN_K_BIAS: Option<&str> = Some("blk.{n}.attn_k.bias");
     pub(crate) const T_ATTN_V_BIAS: Option<&str> = Some("blk.{n}.attn_v.bias");
@@ -79,6 +79,7 @@ mod header {
     pub(crate) const T_ATTN_K_NORM: Option<&str> = None;
     pub(crate) const T_ATTN_POST_NORM: Option<&str> = None;
     pub(crate) const T_FFN_POST_NORM: Option<&str> = None;
+    pub(crate) const T_ROPE_FREQS: Option<&str> = None;
     /// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.
     pub(crate) const TIED_OUTPUT_ALLOWED: bool = true;
     /// The family's GGUF metadata keys.
@@ -107,6 +108,10 @@ mod header {
     pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &[
         ("qwen2", &["(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"]),
     ];
+    /// Pre-tokenizers whose pieces that are vocab tokens skip the merges (llama.cpp's ignore_merges).
+    pub(crate) const PRE_IGNORE_MERGES: &[&str] = &[];
+    /// Pre-tokenizers whose files get BOS when they have no `tokenizer.ggml.add_bos_token`.
+    pub(crate) const PRE_ADD_BOS: &[&str] = &[];
     /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.
     pub(crate) const ADD_BOS_DEFAULT: bool = false;
     /// The chat template used when the file has none.
@@ -1094,6 +1099,7 @@ mod weights_decoder {
         pub(crate) output: TensorRef,     // [n_embd] -> [n_vocab] (token_embd when tied)
         pub(crate) output_acts: Vec<ActKind>,
         pub(crate) layers: Vec<LayerWeights>, // [n_layer]
+        pub(crate) rope_freqs: Option<Vec<f32>>, // [head_dim / 2] rope angle divisors (T_ROPE_FREQS), when the file has them
     }
 
     /// The distinct activation forms a set of matrices consumes.
@@ -1110,11 +1116,11 @@ mod weights_decoder {
 
     impl Weights {
         /// Locates every tensor and checks its type and shape against `cfg`; a tensor the family
-        /// does not name (rope frequency factors, biases, experts) is refused.
+        /// does not name (rope frequency factors where the family has none, biases, experts) is refused.
         pub(crate) fn from_gguf(g: &Gguf, cfg: &Config) -> rt::Result<Weights> {
             let e = cfg.n_embd;
             let layer = [T_ATTN_NORM, T_ATTN_Q, T_ATTN_K, T_ATTN_V, T_ATTN_OUTPUT, T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN];
-            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM];
+            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM, T_ROPE_FREQS];
             let known: Vec<&str> = [T_TOKEN_EMBD, T_OUTPUT, T_OUTPUT_NORM].into_iter().chain(layer).chain(opts.into_iter().flatten()).collect();
             let in_layer = |r: &(&str, &str)| r.0.parse::<usize>().is_ok_and(|n| n < cfg.n_layer);
             let pattern = |name: &str| name.strip_prefix("blk.").and_then(|r| r.split_once('.')).filter(in_layer).map_or(name.to_string(), |(_, rest)| format!("blk.{{n}}.{rest}"));
@@ -1162,7 +1168,13 @@ mod weights_decoder {
                     wq, wk, wv, wo, w_gate, w_up, w_down,
                 });
             }
+            // optional in a file even where the family names it; a factor of 0 or NaN would poison every angle
+            let rope_freqs = T_ROPE_FREQS.filter(|&t| g.tensor(t).is_ok()).map(|t| vector(t, cfg.head_dim / 2)).transpose()?;
+            if let Some(f) = rope_freqs.as_ref().and_then(|fs| fs.iter().find(|f| !(f.is_finite() && **f > 0.0))) {
+                return Err(rt::Error::format(format!("tensor '{}'", T_ROPE_FREQS.unwrap_or_default()), format!("a rope frequency factor is {f}; each must be finite and > 0")));
+            }
             Ok(Weights {
+                rope_freqs,
                 output_norm: vector(T_OUTPUT_NORM, e)?,
                 output_acts: acts_for(&[&output]),
                 token_embd,
@@ -1496,6 +1508,14 @@ mod forward_decoder {
                 });
             }
             let w = Weights::from_gguf(&gguf, &cfg)?;
+            if w.rope_freqs.is_some() {
+                return Err(rt::Error::Mismatch {
+                    what: format!("tensor '{}'", T_ROPE_FREQS.unwrap_or_default()),
+                    expected: "files without rope frequency factors (the cuda rope kernel has none yet)".into(),
+                    found: "in the file".into(),
+                    fix: "use a cpu hw (x86_64-avx2, x86_64-avx512, generic) for this model".into(),
+                });
+            }
             let tok = Tokenizer::from_gguf(&gguf)?;
             if tok.n_vocab() > cfg.n_vocab {
                 return Err(rt::Error::format(

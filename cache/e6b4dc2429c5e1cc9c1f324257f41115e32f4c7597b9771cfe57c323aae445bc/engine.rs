@@ -72,7 +72,7 @@ mod header {
     pub(crate) const T_FFN_GATE: &str = "blk.{n}.ffn_gate.weight";
     pub(crate) const T_FFN_UP: &str = "blk.{n}.ffn_up.weight";
     pub(crate) const T_FFN_DOWN: &str = "blk.{n}.ffn_down.weight";
-    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none).
+    /// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms, rope frequency factors (`None`: the family has none).
     pub(crate) const T_ATTN_Q_BIAS: Option<&str> = None;
     pub(crate) const T_ATTN_K_BIAS: Option<&str> = None;
     pub(crate) const T_ATTN_V_BIAS: Option<&str> = None;
@@ -80,6 +80,7 @@ mod header {
     pub(crate) const T_ATTN_K_NORM: Option<&str> = Some("blk.{n}.attn_k_norm.weight");
     pub(crate) const T_ATTN_POST_NORM: Option<&str> = Some("blk.{n}.post_attention_norm.weight");
     pub(crate) const T_FFN_POST_NORM: Option<&str> = Some("blk.{n}.post_ffw_norm.weight");
+    pub(crate) const T_ROPE_FREQS: Option<&str> = None;
     /// Whether a file may lack `T_OUTPUT` and reuse the embedding as the output matrix.
     pub(crate) const TIED_OUTPUT_ALLOWED: bool = true;
     /// The family's GGUF metadata keys.
@@ -108,6 +109,10 @@ mod header {
     /// `tokenizer.ggml.pre` values the family's files use, each with its split regexes (applied in order).
     pub(crate) const PRE_TOKENIZERS: &[(&str, &[&str])] = &[
     ];
+    /// Pre-tokenizers whose pieces that are vocab tokens skip the merges (llama.cpp's ignore_merges).
+    pub(crate) const PRE_IGNORE_MERGES: &[&str] = &[];
+    /// Pre-tokenizers whose files get BOS when they have no `tokenizer.ggml.add_bos_token`.
+    pub(crate) const PRE_ADD_BOS: &[&str] = &[];
     /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.
     pub(crate) const ADD_BOS_DEFAULT: bool = true;
     /// The chat template used when the file has none.
@@ -2474,6 +2479,7 @@ mod weights_decoder {
         pub(crate) output: TensorRef,     // [n_embd] -> [n_vocab] (token_embd when tied)
         pub(crate) output_acts: Vec<ActKind>,
         pub(crate) layers: Vec<LayerWeights>, // [n_layer]
+        pub(crate) rope_freqs: Option<Vec<f32>>, // [head_dim / 2] rope angle divisors (T_ROPE_FREQS), when the file has them
     }
 
     /// The distinct activation forms a set of matrices consumes.
@@ -2490,11 +2496,11 @@ mod weights_decoder {
 
     impl Weights {
         /// Locates every tensor and checks its type and shape against `cfg`; a tensor the family
-        /// does not name (rope frequency factors, biases, experts) is refused.
+        /// does not name (rope frequency factors where the family has none, biases, experts) is refused.
         pub(crate) fn from_gguf(g: &Gguf, cfg: &Config) -> rt::Result<Weights> {
             let e = cfg.n_embd;
             let layer = [T_ATTN_NORM, T_ATTN_Q, T_ATTN_K, T_ATTN_V, T_ATTN_OUTPUT, T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN];
-            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM];
+            let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM, T_ROPE_FREQS];
             let known: Vec<&str> = [T_TOKEN_EMBD, T_OUTPUT, T_OUTPUT_NORM].into_iter().chain(layer).chain(opts.into_iter().flatten()).collect();
             let in_layer = |r: &(&str, &str)| r.0.parse::<usize>().is_ok_and(|n| n < cfg.n_layer);
             let pattern = |name: &str| name.strip_prefix("blk.").and_then(|r| r.split_once('.')).filter(in_layer).map_or(name.to_string(), |(_, rest)| format!("blk.{{n}}.{rest}"));
@@ -2542,7 +2548,13 @@ mod weights_decoder {
                     wq, wk, wv, wo, w_gate, w_up, w_down,
                 });
             }
+            // optional in a file even where the family names it; a factor of 0 or NaN would poison every angle
+            let rope_freqs = T_ROPE_FREQS.filter(|&t| g.tensor(t).is_ok()).map(|t| vector(t, cfg.head_dim / 2)).transpose()?;
+            if let Some(f) = rope_freqs.as_ref().and_then(|fs| fs.iter().find(|f| !(f.is_finite() && **f > 0.0))) {
+                return Err(rt::Error::format(format!("tensor '{}'", T_ROPE_FREQS.unwrap_or_default()), format!("a rope frequency factor is {f}; each must be finite and > 0")));
+            }
             Ok(Weights {
+                rope_freqs,
                 output_norm: vector(T_OUTPUT_NORM, e)?,
                 output_acts: acts_for(&[&output]),
                 token_embd,
@@ -2892,7 +2904,8 @@ mod forward_decoder {
             if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
             // every row's cos/sin, of the global layers and of the local (sliding-window) ones
-            let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base)).collect::<Vec<_>>();
+            let ff = w.rope_freqs.as_deref();
+            let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base, ff)).collect::<Vec<_>>();
             let rots = [table(c.rope_theta), if SWA_PATTERN > 0 { table(c.rope_theta_local) } else { Vec::new() }];
             for (l, lw) in w.layers.iter().enumerate() {
                 let local = c.is_local(l);
@@ -3046,11 +3059,13 @@ mod forward_decoder {
     }
 
     /// ggml's rope cache for positions `pos..pos + n`: `[n][head_dim / 2]` (sin, cos) of
-    /// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it.
-    fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32) -> Vec<(f32, f32)> {
+    /// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it, and
+    /// divided by the file's frequency factor `ff[i]` where it has them (T_ROPE_FREQS).
+    fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32, ff: Option<&[f32]>) -> Vec<(f32, f32)> {
         let theta_scale = base.powf(-2.0 / head_dim as f32);
         let angles = |p: usize| (0..head_dim / 2).scan(p as f32, move |t, _| Some(std::mem::replace(t, *t * theta_scale)));
-        (pos..pos + n).flat_map(angles).map(f32::sin_cos).collect()
+        let factor = |i: usize| ff.map_or(1.0, |f| f[i]);
+        (pos..pos + n).flat_map(|p| angles(p).enumerate().map(|(i, t)| t / factor(i))).map(f32::sin_cos).collect()
     }
 
     /// Rope on every head of `x` (`[n_heads][head_dim]`) with one position's `rot` (rope_table): the

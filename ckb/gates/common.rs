@@ -48,3 +48,66 @@ pub(crate) fn gate_load_or_skip(model: &std::path::Path, gate: &str, what: &str)
         r => Some(r.expect(what)),
     }
 }
+
+/// `gguf` (a GGUF file's bytes) with `kvs` (key, GGUF value type, value bytes) added to its
+/// metadata (in place of the file's own value of a key) and `tensors` (name, dims, GGML type,
+/// data) to its directory and data, the header kept a whole number of alignments longer (a
+/// `general.pad` string) so that every existing tensor offset stays valid. Parses the file
+/// itself: the gates also compile into engines that read other formats.
+pub(crate) fn gate_gguf_with(gguf: &[u8], kvs: &[(&str, u32, Vec<u8>)], tensors: &[(&str, &[u64], u32, Vec<u8>)]) -> Vec<u8> {
+    let u64_at = |i: usize| u64::from_le_bytes(gguf[i..i + 8].try_into().unwrap()) as usize;
+    let u32_at = |i: usize| u32::from_le_bytes(gguf[i..i + 4].try_into().unwrap());
+    let scalar = |ty: u32| [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8][ty as usize];
+    // past one value of type `ty` at `i` (strings, and arrays of scalars or strings)
+    let value_end = |ty: u32, i: usize| -> usize {
+        match ty {
+            8 => i + 8 + u64_at(i),
+            9 => (0..u64_at(i + 4)).fold(i + 12, |j, _| if u32_at(i) == 8 { j + 8 + u64_at(j) } else { j + scalar(u32_at(i)) }),
+            t => i + scalar(t),
+        }
+    };
+    let (n_tensors, n_kv) = (u64_at(8), u64_at(16));
+    let (mut at, mut align, mut kept, mut n_kept) = (24, 32, Vec::new(), 0);
+    for _ in 0..n_kv {
+        let key_end = at + 8 + u64_at(at);
+        let key = &gguf[at + 8..key_end];
+        if key == b"general.alignment" {
+            align = u32_at(key_end + 4) as usize;
+        }
+        let end = value_end(u32_at(key_end), key_end + 4);
+        if !kvs.iter().any(|(k, _, _)| k.as_bytes() == key) {
+            kept.extend_from_slice(&gguf[at..end]);
+            n_kept += 1;
+        }
+        at = end;
+    }
+    let kv_end = at;
+    for _ in 0..n_tensors {
+        at += 8 + u64_at(at);
+        at += 4 + 8 * u32_at(at) as usize + 4 + 8;
+    }
+    let up = |n: usize| n.div_ceil(align) * align;
+    let (dir_end, data_start) = (at, up(at));
+    let s = gate_gguf_str;
+    let mut kv: Vec<u8> = kvs.iter().flat_map(|(k, ty, v)| [s(k), ty.to_le_bytes().to_vec(), v.clone()].concat()).collect();
+    let (mut dir, mut data) = (Vec::new(), gguf[data_start..].to_vec());
+    for (name, dims, ty, bytes) in tensors {
+        data.resize(up(data.len()), 0);
+        let dims: Vec<u8> = dims.iter().flat_map(|d| d.to_le_bytes()).collect();
+        dir.extend([s(name), (dims.len() as u32 / 8).to_le_bytes().to_vec(), dims, ty.to_le_bytes().to_vec(), (data.len() as u64).to_le_bytes().to_vec()].concat());
+        data.extend(bytes);
+    }
+    let pad_kv = |n: usize| [s("general.pad"), 8u32.to_le_bytes().to_vec(), s(&" ".repeat(n))].concat();
+    let grown = (kept.len() + kv.len() + dir.len() + pad_kv(0).len()) as isize - (kv_end - 24) as isize;
+    kv.extend(pad_kv((-grown).rem_euclid(align as isize) as usize));
+    let mut head = gguf[..24].to_vec();
+    head[8..16].copy_from_slice(&((n_tensors + tensors.len()) as u64).to_le_bytes());
+    head[16..24].copy_from_slice(&((n_kept + kvs.len() + 1) as u64).to_le_bytes());
+    [head, kept, kv, gguf[kv_end..dir_end].to_vec(), dir, gguf[dir_end..data_start].to_vec(), data].concat()
+}
+
+
+/// A GGUF string: its length (u64, little-endian), then its bytes.
+pub(crate) fn gate_gguf_str(s: &str) -> Vec<u8> {
+    [(s.len() as u64).to_le_bytes().to_vec(), s.as_bytes().to_vec()].concat()
+}

@@ -40,11 +40,16 @@ fn argmax(v: &[f32]) -> usize {
 #[test]
 fn logits_match_reference() {
     let (model, vectors, prefix) = e2e_paths();
-    let rows = e2e_rows(&vectors.join(format!("{prefix}_logits.txt")));
+    e2e_check_logits(&model, &e2e_rows(&vectors.join(format!("{prefix}_logits.txt"))), "e2e_tiny");
+}
+
+/// The engine on `model` against `rows` (the prompt ids, then one reference logits row per
+/// position): error budget, top-1 agreement, and decode step by step against the batched prefill.
+fn e2e_check_logits(model: &std::path::Path, rows: &[Vec<f64>], gate: &str) {
     let ids: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
     let reference = &rows[1..];
     assert_eq!(reference.len(), ids.len(), "one logits row per position");
-    let Some(mut engine) = gate_load_or_skip(&model, "e2e_tiny", "tiny model loads") else { return };
+    let Some(mut engine) = gate_load_or_skip(model, gate, "tiny model loads") else { return };
     let n_vocab = engine.n_vocab();
     let all = engine.forward_all(&ids, 0).expect("forward_all");
     let (mut max_abs, mut max_ref, mut top1, mut clear) = (0.0f64, 0.0f64, 0usize, 0usize);
@@ -81,7 +86,7 @@ fn logits_match_reference() {
     }
     let rel = max_abs / max_ref.max(1e-9);
     println!(
-        "GATE e2e_tiny positions={} max_abs_err={max_abs:.3e} max_rel_err={rel:.3e} top1_agree={top1} top1_clear={clear} batch_vs_step={max_step:.3e}",
+        "GATE {gate} positions={} max_abs_err={max_abs:.3e} max_rel_err={rel:.3e} top1_agree={top1} top1_clear={clear} batch_vs_step={max_step:.3e}",
         ids.len()
     );
     // llama.cpp itself differs from this float64 reference by 2.76e-2 of the logit scale on this
@@ -89,6 +94,44 @@ fn logits_match_reference() {
     assert!(rel <= 0.05, "logits differ from the reference by {rel:.3e} of their scale (limit 5e-2)");
     assert_eq!(top1, clear, "top-1 token differs from the reference at a position with a clear margin");
     assert!(max_step <= 1e-3 * max_ref.max(1.0), "decode step by step differs from the batched prefill by {max_step:.3e}");
+}
+
+/// Where the family has rope frequency factors (T_ROPE_FREQS, Llama 3.1+ files): the tiny model
+/// plus a `rope_freqs.weight` of the factors in the first row of tiny_<arch>_rope_freqs_logits.txt
+/// against the reference that divides each angle by its factor; a factor of 0 is refused.
+#[test]
+fn rope_freqs_match_reference() {
+    let Some(name) = T_ROPE_FREQS.filter(|_| MODEL_FORMAT == "gguf") else {
+        println!("GATE e2e_tiny_rope_freqs skipped reason=\"the {MODEL_ARCH} {MODEL_FORMAT} engine reads no rope frequency factors\"");
+        return;
+    };
+    let (model, vectors, prefix) = e2e_paths();
+    let mut rows = e2e_rows(&vectors.join(format!("{prefix}_rope_freqs_logits.txt")));
+    let factors: Vec<f32> = rows.remove(0).iter().map(|&v| v as f32).collect();
+    let tiny = std::fs::read(model).expect("the tiny model");
+    let with = |f: &[f32]| gate_gguf_with(&tiny, &[], &[(name, &[f.len() as u64], 0, f.iter().flat_map(|v| v.to_le_bytes()).collect())]);
+    let path = std::path::PathBuf::from("e2e-rope-freqs.gguf");
+    std::fs::write(&path, with(&factors)).expect("write the model with rope factors");
+    if HW.starts_with("sm_") {
+        // the cuda rope kernel has no factors yet: such files are refused before the GPU is opened
+        match Engine::load(&path) {
+            Err(e @ rt::Error::Mismatch { .. }) if e.to_string().contains(name) => {}
+            Ok(_) => panic!("the cuda engine loaded a file with {name}, which its rope kernel ignores"),
+            Err(e) => panic!("a file with {name} on the cuda engine: wrong error: {e}"),
+        }
+    } else {
+        e2e_check_logits(&path, &rows, "e2e_tiny_rope_freqs");
+    }
+    let zero: Vec<f32> = factors.iter().enumerate().map(|(i, &f)| if i == 3 { 0.0 } else { f }).collect();
+    std::fs::write(&path, with(&zero)).expect("write the model with a zero factor");
+    let loaded = Engine::load(&path);
+    let _ = std::fs::remove_file(&path);
+    match loaded {
+        Err(e @ rt::Error::Format { .. }) if e.to_string().contains(name) => {}
+        Err(rt::Error::NoDevice(_)) => {}
+        Ok(_) => panic!("a {name} with a factor of 0 loaded; it must be refused, naming the tensor"),
+        Err(e) => panic!("a {name} with a factor of 0: wrong error: {e}"),
+    }
 }
 
 #[test]
@@ -106,56 +149,6 @@ fn greedy_matches_reference() {
     assert_eq!(got, want, "greedy continuation differs from the reference");
 }
 
-/// `gguf` (a GGUF file's bytes) with `kvs` (key, GGUF value type, value bytes) added to its
-/// metadata and `tensors` (name, dims, GGML type, data) to its directory and data, the header
-/// kept a whole number of alignments longer (a `general.pad` string) so that every existing
-/// tensor offset stays valid. Parses the file itself: the gate also compiles into engines that
-/// read other formats.
-fn e2e_gguf_with(gguf: &[u8], kvs: &[(&str, u32, Vec<u8>)], tensors: &[(&str, &[u64], u32, Vec<u8>)]) -> Vec<u8> {
-    let u64_at = |i: usize| u64::from_le_bytes(gguf[i..i + 8].try_into().unwrap()) as usize;
-    let u32_at = |i: usize| u32::from_le_bytes(gguf[i..i + 4].try_into().unwrap());
-    let scalar = |ty: u32| [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8][ty as usize];
-    // past one value of type `ty` at `i` (strings, and arrays of scalars or strings)
-    let value_end = |ty: u32, i: usize| -> usize {
-        match ty {
-            8 => i + 8 + u64_at(i),
-            9 => (0..u64_at(i + 4)).fold(i + 12, |j, _| if u32_at(i) == 8 { j + 8 + u64_at(j) } else { j + scalar(u32_at(i)) }),
-            t => i + scalar(t),
-        }
-    };
-    let (n_tensors, n_kv) = (u64_at(8), u64_at(16));
-    let (mut at, mut align) = (24, 32);
-    for _ in 0..n_kv {
-        let key_end = at + 8 + u64_at(at);
-        if &gguf[at + 8..key_end] == b"general.alignment" {
-            align = u32_at(key_end + 4) as usize;
-        }
-        at = value_end(u32_at(key_end), key_end + 4);
-    }
-    let kv_end = at;
-    for _ in 0..n_tensors {
-        at += 8 + u64_at(at);
-        at += 4 + 8 * u32_at(at) as usize + 4 + 8;
-    }
-    let up = |n: usize| n.div_ceil(align) * align;
-    let (dir_end, data_start) = (at, up(at));
-    let s = |s: &str| [(s.len() as u64).to_le_bytes().to_vec(), s.as_bytes().to_vec()].concat();
-    let mut kv: Vec<u8> = kvs.iter().flat_map(|(k, ty, v)| [s(k), ty.to_le_bytes().to_vec(), v.clone()].concat()).collect();
-    let (mut dir, mut data) = (Vec::new(), gguf[data_start..].to_vec());
-    for (name, dims, ty, bytes) in tensors {
-        data.resize(up(data.len()), 0);
-        let dims: Vec<u8> = dims.iter().flat_map(|d| d.to_le_bytes()).collect();
-        dir.extend([s(name), (dims.len() as u32 / 8).to_le_bytes().to_vec(), dims, ty.to_le_bytes().to_vec(), (data.len() as u64).to_le_bytes().to_vec()].concat());
-        data.extend(bytes);
-    }
-    let pad_kv = |n: usize| [s("general.pad"), 8u32.to_le_bytes().to_vec(), s(&" ".repeat(n))].concat();
-    kv.extend(pad_kv((align - (kv.len() + dir.len() + pad_kv(0).len()) % align) % align));
-    let mut head = gguf[..24].to_vec();
-    head[8..16].copy_from_slice(&((n_tensors + tensors.len()) as u64).to_le_bytes());
-    head[16..24].copy_from_slice(&((n_kv + kvs.len() + 1) as u64).to_le_bytes());
-    [head, gguf[24..kv_end].to_vec(), kv, gguf[kv_end..dir_end].to_vec(), dir, gguf[dir_end..data_start].to_vec(), data].concat()
-}
-
 #[test]
 fn parts_the_engine_lacks_are_refused() {
     if MODEL_FORMAT != "gguf" {
@@ -164,19 +157,16 @@ fn parts_the_engine_lacks_are_refused() {
     }
     let tiny = std::fs::read(gate_tiny_model()).expect("the tiny model");
     let key = |k: &str| format!("{MODEL_ARCH}.rope.{k}");
-    let text = |v: &str| [(v.len() as u64).to_le_bytes().to_vec(), v.as_bytes().to_vec()].concat();
-    // rope on 2 dims of each head: a new key, or the family's own (llama's files carry it) rewritten
+    // rope on 2 dims of each head (a new key, or in place of the family's own: llama's files carry it)
     let dims = key("dimension_count");
-    let partial = match (0..tiny.len()).find(|&i| tiny[i..].starts_with(&[text(&dims), 4u32.to_le_bytes().to_vec()].concat())) {
-        Some(at) => [&tiny[..at + 12 + dims.len()], &2u32.to_le_bytes()[..], &tiny[at + 16 + dims.len()..]].concat(),
-        None => e2e_gguf_with(&tiny, &[(&dims, 4, 2u32.to_le_bytes().to_vec())], &[]),
-    };
+    let partial = gate_gguf_with(&tiny, &[(&dims, 4, 2u32.to_le_bytes().to_vec())], &[]);
+    // the rope factors: a tensor the family does not name, or (where it does) of the wrong length
     let cases: [(Vec<u8>, String); 5] = [
-        (e2e_gguf_with(&tiny, &[], &[]), String::new()),
-        (e2e_gguf_with(&tiny, &[(&key("scaling.type"), 8, text("yarn"))], &[]), key("scaling.type")),
-        (e2e_gguf_with(&tiny, &[(&key("scaling.factor"), 6, 4.0f32.to_le_bytes().to_vec())], &[]), key("scaling.factor")),
+        (gate_gguf_with(&tiny, &[], &[]), String::new()),
+        (gate_gguf_with(&tiny, &[(&key("scaling.type"), 8, gate_gguf_str("yarn"))], &[]), key("scaling.type")),
+        (gate_gguf_with(&tiny, &[(&key("scaling.factor"), 6, 4.0f32.to_le_bytes().to_vec())], &[]), key("scaling.factor")),
         (partial, dims),
-        (e2e_gguf_with(&tiny, &[], &[("rope_freqs.weight", &[2], 0, [1.0f32, 4.0].iter().flat_map(|f| f.to_le_bytes()).collect())]), "tensor 'rope_freqs.weight'".into()),
+        (gate_gguf_with(&tiny, &[], &[("rope_freqs.weight", &[2], 0, [1.0f32, 4.0].iter().flat_map(|f| f.to_le_bytes()).collect())]), "tensor 'rope_freqs.weight'".into()),
     ];
     for (i, (bytes, named)) in cases.into_iter().enumerate() {
         let path = std::path::PathBuf::from(format!("e2e-lacks-{i}.gguf"));

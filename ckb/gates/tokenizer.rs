@@ -115,6 +115,39 @@ fn gate_tokenizer_tiny() {
     assert_eq!(structural, 0, "{structural} structural tokenizer checks failed");
 }
 
+/// Every other pre-tokenizer the family knows (PRE_TOKENIZERS): the tiny vocab relabelled with
+/// it (`tokenizer.ggml.pre`) against llama.cpp's ids for the file so relabelled, vectors
+/// tokenizer_tiny_<arch>_<pre>.txt (ckb/gates/reference/README.md); a pre-tokenizer without
+/// vectors fails the gate.
+#[test]
+fn gate_tokenizer_every_pre() {
+    if MODEL_FORMAT != "gguf" {
+        println!("GATE tokenizer_pre skipped reason=\"the vocab of a {MODEL_FORMAT} checkpoint names no pre-tokenizer\"");
+        return;
+    }
+    let data = gate_tok_dir("METAINFER_GATE_DATA", "ckb/gates");
+    let tiny = std::fs::read(gate_tiny_model()).expect("the tiny fixture");
+    let own = Gguf::open(&gate_tiny_model()).expect("open the tiny fixture").get_str("tokenizer.ggml.pre").expect("the tiny fixture names its pre-tokenizer").to_string();
+    let (mut done, mut cases) = (Vec::new(), 0);
+    for &(pre, _) in PRE_TOKENIZERS.iter().filter(|(p, _)| *p != own) {
+        let path = std::path::PathBuf::from(format!("tokenizer-pre-{}.gguf", done.len()));
+        std::fs::write(&path, gate_gguf_with(&tiny, &[("tokenizer.ggml.pre", 8, gate_gguf_str(pre))], &[])).expect("write the relabelled vocab");
+        let g = Gguf::open(&path).expect("open the relabelled vocab");
+        let _ = std::fs::remove_file(&path);
+        let tok = Tokenizer::from_gguf(&g).unwrap_or_else(|e| panic!("tokenizer from the tiny fixture as {pre:?}: {e}"));
+        let vectors = data.join("vectors").join(format!("tokenizer_tiny_{MODEL_ARCH}_{pre}.txt"));
+        assert!(vectors.is_file(), "the {MODEL_ARCH} family knows pre-tokenizer {pre:?} but has no vectors {} (ckb/gates/reference/README.md says how to make them)", vectors.display());
+        let (n, bad, bad_rt) = gate_tok_run(&tok, &gate_tok_cases(&vectors), pre);
+        println!("tokenizer_pre {pre}: cases={n} mismatches={bad} roundtrip_failures={bad_rt}");
+        assert!(n > 0, "no tokenizer cases for {pre:?}");
+        assert_eq!(bad, 0, "{bad} of {n} cases differ from llama.cpp's ids with pre-tokenizer {pre:?}");
+        assert_eq!(bad_rt, 0, "{bad_rt} of {n} cases do not round-trip with pre-tokenizer {pre:?}");
+        done.push(pre);
+        cases += n;
+    }
+    println!("GATE tokenizer_pre own={own:?} others={done:?} cases={cases}");
+}
+
 #[test]
 fn gate_tokenizer_real() {
     let Some(model) = gate_real_model("tokenizer_real") else { return };

@@ -74,10 +74,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // parts of a file the engine does not implement instead of ignoring them (+24 in every
         // engine: a tensor the family does not name, such as Llama 3.x's rope_freqs.weight, rope
         // scaling, partial rope; each loaded and generated other text than llama.cpp's without a
-        // word; session 14) to 3,625.
+        // word; session 14) to 3,625; Llama 3.x files in the llama family (rope frequency
+        // factors in the loader and the rope table, the llama-bpe pre-tokenizer's ignore_merges
+        // and BOS default: +17 in every engine, each branch folding away where the family lacks
+        // the part; session 15) to 3,650.
         assert!(
-            code < 3625,
-            "{hw}: engine.rs has {code} lines of code, over the 3,625-line budget"
+            code < 3650,
+            "{hw}: engine.rs has {code} lines of code, over the 3,650-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

@@ -49,6 +49,22 @@ fn a_tiled_form_needs_both_entries_and_a_tile_of_2_4_or_8_rows() {
 }
 
 #[test]
+fn tokenizer_flags_name_a_pre_tokenizer_of_the_family() {
+    let mut ckb = real_ckb();
+    let llama = ckb.models.get_mut("llama").expect("the llama family");
+    llama.tokenizer.ignore_merges.push("llama3".into());
+    llama.tokenizer.add_bos_for.push("gpt-4o".into());
+    let problems = ckb.check();
+    for (key, name) in [("ignore_merges", "llama3"), ("add_bos_for", "gpt-4o")] {
+        let want = format!("tokenizer.{key} names `{name}`, which is not a pre-tokenizer");
+        assert!(
+            problems.iter().any(|p| p.contains(&want)),
+            "{want}: {problems:?}"
+        );
+    }
+}
+
+#[test]
 fn every_model_and_file_quant_forms_constraints() {
     let ckb = real_ckb();
     let models: Vec<String> = ckb

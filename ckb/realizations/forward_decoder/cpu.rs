@@ -192,7 +192,8 @@ impl Engine {
         if EMBD_SCALE_SQRT { st.x[..n * e].iter_mut().for_each(|v| *v *= (e as f32).sqrt()) }
 
         // every row's cos/sin, of the global layers and of the local (sliding-window) ones
-        let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base)).collect::<Vec<_>>();
+        let ff = w.rope_freqs.as_deref();
+        let table = |base: f32| work.iter().flat_map(|wk| rope_table(wk.tokens.len(), wk.pos, hd, base, ff)).collect::<Vec<_>>();
         let rots = [table(c.rope_theta), if SWA_PATTERN > 0 { table(c.rope_theta_local) } else { Vec::new() }];
         for (l, lw) in w.layers.iter().enumerate() {
             let local = c.is_local(l);
@@ -346,11 +347,13 @@ fn add_rows(x: &mut [f32], y: &[f32]) {
 }
 
 /// ggml's rope cache for positions `pos..pos + n`: `[n][head_dim / 2]` (sin, cos) of
-/// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it.
-fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32) -> Vec<(f32, f32)> {
+/// pos · base^(-2i/head_dim), the angle stepped by repeated multiplication as ggml steps it, and
+/// divided by the file's frequency factor `ff[i]` where it has them (T_ROPE_FREQS).
+fn rope_table(n: usize, pos: usize, head_dim: usize, base: f32, ff: Option<&[f32]>) -> Vec<(f32, f32)> {
     let theta_scale = base.powf(-2.0 / head_dim as f32);
     let angles = |p: usize| (0..head_dim / 2).scan(p as f32, move |t, _| Some(std::mem::replace(t, *t * theta_scale)));
-    (pos..pos + n).flat_map(angles).map(f32::sin_cos).collect()
+    let factor = |i: usize| ff.map_or(1.0, |f| f[i]);
+    (pos..pos + n).flat_map(|p| angles(p).enumerate().map(|(i, t)| t / factor(i))).map(f32::sin_cos).collect()
 }
 
 /// Rope on every head of `x` (`[n_heads][head_dim]`) with one position's `rot` (rope_table): the

@@ -279,6 +279,14 @@ impl Engine {
             });
         }
         let w = Weights::from_gguf(&gguf, &cfg)?;
+        if w.rope_freqs.is_some() {
+            return Err(rt::Error::Mismatch {
+                what: format!("tensor '{}'", T_ROPE_FREQS.unwrap_or_default()),
+                expected: "files without rope frequency factors (the cuda rope kernel has none yet)".into(),
+                found: "in the file".into(),
+                fix: "use a cpu hw (x86_64-avx2, x86_64-avx512, generic) for this model".into(),
+            });
+        }
         let tok = Tokenizer::from_gguf(&gguf)?;
         if tok.n_vocab() > cfg.n_vocab {
             return Err(rt::Error::format(

@@ -91,6 +91,8 @@ pub struct Tokenizer {
     types: Vec<u8>,                 // [n_vocab] token type (TOKEN_*)
     by_text: TextIndex,             // vocab text (as stored in the file) -> id
     byte_ids: [u32; 256],           // [256] id of the single-byte token of each byte (NO_TOKEN: none)
+    byte_chars: [char; 256],        // [256] GPT-2's byte -> unicode map (how the vocab spells bytes)
+    ignore_merges: bool,            // a piece that is a vocab token is that token (PRE_IGNORE_MERGES)
     merges: IdMap<u64, (u32, u32)>, // (left id << 32 | right id) -> (rank, merged id)
     specials: Vec<(u32, bool)>,     // [n_special] (id, is_control) sorted by text length, longest first
     special_first: [bool; 256],     // [256] whether some special token starts with this byte
@@ -213,7 +215,7 @@ impl Tokenizer {
         let eos = check_id("tokenizer.ggml.eos_token_id")?;
         let bos = check_id("tokenizer.ggml.bos_token_id")?;
         check_id("tokenizer.ggml.padding_token_id")?;
-        let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", ADD_BOS_DEFAULT)?;
+        let add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", ADD_BOS_DEFAULT || PRE_ADD_BOS.contains(&pre))?;
         if add_bos && bos.is_none() {
             return Err(err("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing".into()));
         }
@@ -239,7 +241,8 @@ impl Tokenizer {
             .map(|r| rt::fancy_regex::Regex::new(r).map_err(|e| err(format!("pre-tokenizer {pre:?} regex {r:?}: {e}"))))
             .collect::<rt::Result<Vec<_>>>()?;
         Ok(Tokenizer {
-            bytes, offs, types, by_text, byte_ids, merges, specials, special_first, regexes, eos, bos, add_bos, eog,
+            bytes, offs, types, by_text, byte_ids, byte_chars, merges, specials, special_first, regexes, eos, bos, add_bos, eog,
+            ignore_merges: PRE_IGNORE_MERGES.contains(&pre),
         })
     }
 
@@ -316,9 +319,15 @@ impl Tokenizer {
         self.merges.get(&(((a as u64) << 32) | b as u64)).copied()
     }
 
-    /// BPE of one piece: from byte tokens, merge the adjacent pair of lowest rank (leftmost on ties)
+    /// BPE of one piece (the piece's own token, with ignore_merges, when the vocab has it): from byte tokens, merge the adjacent pair of lowest rank (leftmost on ties)
     /// until none has a merge; short pieces rescan the pairs, long ones use a heap.
     fn bpe(&self, piece: &[u8], sym: &mut Vec<u32>, out: &mut Vec<u32>) {
+        if self.ignore_merges {
+            let text: String = piece.iter().map(|&b| self.byte_chars[b as usize]).collect();
+            if let Some(id) = self.by_text.get(&text) {
+                return out.push(id);
+            }
+        }
         sym.clear();
         sym.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
         if sym.len() > 24 {

@@ -169,6 +169,7 @@ pub(crate) struct Weights {
     pub(crate) output: TensorRef,     // [n_embd] -> [n_vocab] (token_embd when tied)
     pub(crate) output_acts: Vec<ActKind>,
     pub(crate) layers: Vec<LayerWeights>, // [n_layer]
+    pub(crate) rope_freqs: Option<Vec<f32>>, // [head_dim / 2] rope angle divisors (T_ROPE_FREQS), when the file has them
 }
 
 /// The distinct activation forms a set of matrices consumes.
@@ -185,11 +186,11 @@ pub(crate) fn acts_for(ms: &[&TensorRef]) -> Vec<ActKind> {
 
 impl Weights {
     /// Locates every tensor and checks its type and shape against `cfg`; a tensor the family
-    /// does not name (rope frequency factors, biases, experts) is refused.
+    /// does not name (rope frequency factors where the family has none, biases, experts) is refused.
     pub(crate) fn from_gguf(g: &Gguf, cfg: &Config) -> rt::Result<Weights> {
         let e = cfg.n_embd;
         let layer = [T_ATTN_NORM, T_ATTN_Q, T_ATTN_K, T_ATTN_V, T_ATTN_OUTPUT, T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN];
-        let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM];
+        let opts = [T_ATTN_Q_BIAS, T_ATTN_K_BIAS, T_ATTN_V_BIAS, T_ATTN_Q_NORM, T_ATTN_K_NORM, T_ATTN_POST_NORM, T_FFN_POST_NORM, T_ROPE_FREQS];
         let known: Vec<&str> = [T_TOKEN_EMBD, T_OUTPUT, T_OUTPUT_NORM].into_iter().chain(layer).chain(opts.into_iter().flatten()).collect();
         let in_layer = |r: &(&str, &str)| r.0.parse::<usize>().is_ok_and(|n| n < cfg.n_layer);
         let pattern = |name: &str| name.strip_prefix("blk.").and_then(|r| r.split_once('.')).filter(in_layer).map_or(name.to_string(), |(_, rest)| format!("blk.{{n}}.{rest}"));
@@ -237,7 +238,13 @@ impl Weights {
                 wq, wk, wv, wo, w_gate, w_up, w_down,
             });
         }
+        // optional in a file even where the family names it; a factor of 0 or NaN would poison every angle
+        let rope_freqs = T_ROPE_FREQS.filter(|&t| g.tensor(t).is_ok()).map(|t| vector(t, cfg.head_dim / 2)).transpose()?;
+        if let Some(f) = rope_freqs.as_ref().and_then(|fs| fs.iter().find(|f| !(f.is_finite() && **f > 0.0))) {
+            return Err(rt::Error::format(format!("tensor '{}'", T_ROPE_FREQS.unwrap_or_default()), format!("a rope frequency factor is {f}; each must be finite and > 0")));
+        }
         Ok(Weights {
+            rope_freqs,
             output_norm: vector(T_OUTPUT_NORM, e)?,
             output_acts: acts_for(&[&output]),
             token_embd,

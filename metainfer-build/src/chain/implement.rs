@@ -362,7 +362,7 @@ fn family_constants(s: &mut String, plan: &Plan) {
     }
     let _ = writeln!(
         s,
-        "/// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms (`None`: the family has none)."
+        "/// q, k, v biases, per-head q/k norms, post-attention and post-FFN norms, rope frequency factors (`None`: the family has none)."
     );
     for (name, t) in f.tensors.optional() {
         let _ = writeln!(
@@ -450,6 +450,22 @@ fn family_constants(s: &mut String, plan: &Plan) {
         let _ = writeln!(s, "    ({}, &[{}]),", rust_str(name), res.join(", "));
     }
     let _ = writeln!(s, "];");
+    let names = |v: &[String]| v.iter().map(|n| rust_str(n)).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(s, "/// Pre-tokenizers whose pieces that are vocab tokens skip the merges (llama.cpp's ignore_merges).");
+    let _ = writeln!(
+        s,
+        "pub(crate) const PRE_IGNORE_MERGES: &[&str] = &[{}];",
+        names(&f.tokenizer.ignore_merges)
+    );
+    let _ = writeln!(
+        s,
+        "/// Pre-tokenizers whose files get BOS when they have no `tokenizer.ggml.add_bos_token`."
+    );
+    let _ = writeln!(
+        s,
+        "pub(crate) const PRE_ADD_BOS: &[&str] = &[{}];",
+        names(&f.tokenizer.add_bos_for)
+    );
     let _ = writeln!(
         s,
         "/// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`."

@@ -303,6 +303,15 @@ fn models(ckb: &Ckb, p: &mut Vec<String>) {
         {
             p.push(format!("{file}: tokenizer.pre must name at least one pre-tokenizer for a gpt2 (byte-level BPE) vocab, each with at least one regex"));
         }
+        let listed = [
+            ("ignore_merges", &m.tokenizer.ignore_merges),
+            ("add_bos_for", &m.tokenizer.add_bos_for),
+        ];
+        for (key, names) in listed {
+            for n in names.iter().filter(|n| !m.tokenizer.pre.contains_key(*n)) {
+                p.push(format!("{file}: tokenizer.{key} names `{n}`, which is not a pre-tokenizer of tokenizer.pre"));
+            }
+        }
         for f in &m.failure_modes {
             if !fms.contains(f.as_str()) {
                 p.push(format!(

@@ -256,11 +256,16 @@ pub struct TensorNames {
     /// RMSNorm of the FFN output before the residual add.
     #[serde(default)]
     pub ffn_post_norm: Option<String>,
+    /// Rope frequency factors (`[head_dim / 2]` f32, one tensor for all layers; Llama 3.1+
+    /// files): each pair's rope angle is divided by its factor. Optional in a file even when the
+    /// family names it (Llama 3.0 files have none).
+    #[serde(default)]
+    pub rope_freqs: Option<String>,
 }
 
 impl TensorNames {
     /// The tensors a family may or may not have, each with its name when it has it.
-    pub fn optional(&self) -> [(&'static str, &Option<String>); 7] {
+    pub fn optional(&self) -> [(&'static str, &Option<String>); 8] {
         [
             ("attn_q_bias", &self.attn_q_bias),
             ("attn_k_bias", &self.attn_k_bias),
@@ -269,6 +274,7 @@ impl TensorNames {
             ("attn_k_norm", &self.attn_k_norm),
             ("attn_post_norm", &self.attn_post_norm),
             ("ffn_post_norm", &self.ffn_post_norm),
+            ("rope_freqs", &self.rope_freqs),
         ]
     }
 
@@ -368,6 +374,14 @@ pub struct TokenizerSpec {
     /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token` (llama.cpp's
     /// default for the tokenizer model).
     pub add_bos_default: bool,
+    /// Pre-tokenizers (keys of `pre`) whose files get BOS when they do not say, whatever
+    /// `add_bos_default` is (llama.cpp sets `add_bos` for them, e.g. `llama-bpe`).
+    #[serde(default)]
+    pub add_bos_for: Vec<String>,
+    /// Pre-tokenizers (keys of `pre`) with llama.cpp's `ignore_merges`: a piece that is itself a
+    /// vocab token is that token, without BPE merges (`llama-bpe`).
+    #[serde(default)]
+    pub ignore_merges: Vec<String>,
 }
 
 /// Exact dims of a known model size (`model = "qwen2.5-0.5b"`).

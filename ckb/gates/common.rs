@@ -13,9 +13,10 @@ pub(crate) fn gate_tiny_model() -> std::path::PathBuf {
 }
 
 /// The real model file of this engine's family: the first file in METAINFER_REAL_MODEL (one
-/// path, or several joined like PATH) whose `general.architecture` is MODEL_ARCH. None after
-/// printing `GATE <gate> skipped reason=...` when there is none (or the engine loads another
-/// format than GGUF).
+/// path, or several joined like PATH) whose `general.architecture` is MODEL_ARCH and whose
+/// tensor types the engine compiles (a family's engines of two quants share the list). None
+/// after printing `GATE <gate> skipped reason=...` when there is none (or the engine loads
+/// another format than GGUF).
 pub(crate) fn gate_real_model(gate: &str) -> Option<std::path::PathBuf> {
     let skip = |why: String| {
         println!("GATE {gate} skipped reason=\"{}\"", why.replace('"', "'"));
@@ -29,11 +30,12 @@ pub(crate) fn gate_real_model(gate: &str) -> Option<std::path::PathBuf> {
     };
     let files: Vec<std::path::PathBuf> = std::env::split_paths(&list).filter(|p| p.is_file()).collect();
     for f in &files {
-        if Gguf::open(f).ok().and_then(|g| g.get_str("general.architecture").ok().map(|a| a == MODEL_ARCH)) == Some(true) {
+        let Ok(g) = Gguf::open(f) else { continue };
+        if g.get_str("general.architecture").ok() == Some(MODEL_ARCH) && g.tensors.iter().all(|t| COMPILED_TYPES.contains(&t.ty)) {
             return Some(f.clone());
         }
     }
-    skip(format!("none of the {} existing file(s) in METAINFER_REAL_MODEL is a {MODEL_ARCH} GGUF", files.len()))
+    skip(format!("none of the {} existing file(s) in METAINFER_REAL_MODEL is a {MODEL_ARCH} GGUF of this engine's quant ({QUANT})", files.len()))
 }
 
 /// The engine on `model`, or None after printing `GATE <gate> skipped reason=...` where a CUDA
@@ -105,7 +107,6 @@ pub(crate) fn gate_gguf_with(gguf: &[u8], kvs: &[(&str, u32, Vec<u8>)], tensors:
     head[16..24].copy_from_slice(&((n_kept + kvs.len() + 1) as u64).to_le_bytes());
     [head, kept, kv, gguf[kv_end..dir_end].to_vec(), dir, gguf[dir_end..data_start].to_vec(), data].concat()
 }
-
 
 /// A GGUF string: its length (u64, little-endian), then its bytes.
 pub(crate) fn gate_gguf_str(s: &str) -> Vec<u8> {

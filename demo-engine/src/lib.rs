@@ -9,6 +9,8 @@
 //! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory);
 //! - [`Smol`], [`SmolPortable`], [`SmolSm89`]: `model = "llama", quant = "q4_1"` for AVX2, any
 //!   CPU and CUDA sm_89 (the family-generic decoder driven by ckb/models/llama.toml);
+//! - [`LlamaQ4k`]: `model = "llama", quant = "q4_k_m"` for AVX2, for the llama files most often
+//!   downloaded (Llama 3.x Q4_K_M / Q4_K_S; [`load`] picks it from the file's `general.file_type`);
 //! - [`Gemma`], [`GemmaPortable`]: `model = "gemma3", quant = "q4_k_m"` for AVX2 and any CPU
 //!   (the same decoder with gemma3's parts from ckb/models/gemma3.toml: q/k norms, post norms,
 //!   GeGLU, sliding-window layers; no CUDA engine yet).
@@ -38,6 +40,9 @@ pub struct SmolPortable;
 
 #[metainfer::engine(model = "llama", hw = "sm_89", quant = "q4_1", features = ["server"])]
 pub struct SmolSm89;
+
+#[metainfer::engine(model = "llama", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"])]
+pub struct LlamaQ4k;
 
 #[metainfer::engine(model = "gemma3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct Gemma;
@@ -92,6 +97,8 @@ pub trait Model: Send {
     /// The BOS id when the model's files ask for one before every text (gemma), else None.
     fn bos_to_add(&self) -> Option<u32>;
     fn hw(&self) -> &'static str;
+    /// The engine type's name (`Smol`, `LlamaQ4k`, ...).
+    fn name(&self) -> &'static str;
     /// Requests its server runs at once (the engine's `batch`).
     fn server_slots(&self) -> usize;
     /// The engine behind the OpenAI-compatible server (the `server_openai` section the engine
@@ -158,6 +165,9 @@ macro_rules! impl_model {
             fn hw(&self) -> &'static str {
                 $hw
             }
+            fn name(&self) -> &'static str {
+                stringify!($t)
+            }
             fn server_slots(&self) -> usize {
                 (**self).server_slots()
             }
@@ -183,6 +193,7 @@ impl_model!(CoderAwqSm90, "sm_90", cuda);
 impl_model!(Smol, "x86_64-avx2");
 impl_model!(SmolPortable, "generic");
 impl_model!(SmolSm89, "sm_89", cuda);
+impl_model!(LlamaQ4k, "x86_64-avx2");
 impl_model!(Gemma, "x86_64-avx2");
 impl_model!(GemmaPortable, "generic");
 
@@ -290,6 +301,32 @@ pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
 
 /// `general.architecture` of a GGUF file, read from its header without mapping the file.
 pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
+    let bad = |why: &str| {
+        metainfer::Error::format(
+            format!("GGUF header of {}", path.display()),
+            why.to_string(),
+        )
+    };
+    gguf_head(path)?
+        .arch
+        .ok_or_else(|| bad("no general.architecture key"))
+}
+
+/// `general.file_type` of a GGUF file (llama.cpp's `llama_ftype`: 3 = Q4_1, 14 / 15 = Q4_K_S /
+/// Q4_K_M, ...), None when the file does not say.
+pub fn gguf_file_type(path: &std::path::Path) -> Result<Option<u32>, metainfer::Error> {
+    Ok(gguf_head(path)?.file_type)
+}
+
+/// What [`load`] reads of a GGUF header.
+struct GgufHead {
+    arch: Option<String>,
+    file_type: Option<u32>,
+}
+
+/// Scans the metadata of a GGUF file up to `general.architecture` and `general.file_type` (or
+/// to its end), without mapping the file.
+fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
     use std::io::{BufReader, Read};
     let io = |source| metainfer::Error::Io {
         path: path.to_path_buf(),
@@ -318,6 +355,10 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
         10..=12 => Some(8),
         _ => None,
     };
+    let mut head = GgufHead {
+        arch: None,
+        file_type: None,
+    };
     for _ in 0..n_kv.min(1 << 20) {
         let len = u64_of(&read(8)?);
         if len > 1 << 16 {
@@ -333,8 +374,10 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
                 }
                 let v = read(len as usize)?;
                 if key == b"general.architecture" {
-                    return String::from_utf8(v)
-                        .map_err(|_| bad("general.architecture is not UTF-8".into()));
+                    head.arch = Some(
+                        String::from_utf8(v)
+                            .map_err(|_| bad("general.architecture is not UTF-8".into()))?,
+                    );
                 }
             }
             9 => {
@@ -357,11 +400,17 @@ pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
                 }
             }
             t => {
-                read(scalar(t).ok_or_else(|| bad(format!("value type {t}")))?)?;
+                let v = read(scalar(t).ok_or_else(|| bad(format!("value type {t}")))?)?;
+                if key == b"general.file_type" && (t == 4 || t == 5) {
+                    head.file_type = Some(u32_of(&v));
+                }
             }
         }
+        if head.arch.is_some() && head.file_type.is_some() {
+            break;
+        }
     }
-    Err(bad("no general.architecture key".into()))
+    Ok(head)
 }
 
 /// Loads `path` with the chosen engine of the file's family (`family_of`): a checkpoint
@@ -393,6 +442,11 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                     found: "sm_80".into(),
                     fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine; demo-engine has no sm_80 llama engine".into(),
                 })
+            }
+            Which::Auto | Which::Avx2 | Which::Avx512
+                if (which != Which::Auto || has_avx2()) && k_quant_llama(gguf_file_type(path)?) =>
+            {
+                Box::new(LlamaQ4k::load(path)?)
             }
             Which::Auto if has_avx2() => Box::new(Smol::load(path)?),
             Which::Avx2 | Which::Avx512 => Box::new(Smol::load(path)?),
@@ -429,6 +483,12 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
         (true, true) => Box::new(CoderAwq::load(path)?),
         (true, false) => Box::new(CoderAwqPortable::load(path)?),
     })
+}
+
+/// Whether a llama file of `file_type` goes to [`LlamaQ4k`] (Q4_K_S, Q4_K_M) rather than the
+/// Q4_1 engines (which also take the F32 test fixtures and files that do not say).
+pub fn k_quant_llama(file_type: Option<u32>) -> bool {
+    matches!(file_type, Some(14 | 15))
 }
 
 /// Perplexity as llama.cpp's `llama-perplexity` computes it: the tokens are cut into chunks of

@@ -113,6 +113,57 @@ fn llama_files_get_the_llama_engines_and_qwen2_engines_refuse_them() {
     );
 }
 
+/// tiny-llama.gguf saying `general.file_type = ft` (its own says 0, all F32).
+fn tiny_llama_with_file_type(ft: u32) -> Vec<u8> {
+    let mut b = std::fs::read(common::root().join("ckb/gates/fixtures/tiny-llama.gguf")).unwrap();
+    let at = after_string(&b, "general.file_type");
+    assert_eq!(
+        b[at..at + 4],
+        4u32.to_le_bytes(),
+        "general.file_type is a u32"
+    );
+    b[at + 4..at + 8].copy_from_slice(&ft.to_le_bytes());
+    b
+}
+
+#[test]
+fn llama_k_quant_files_get_the_q4_k_engine() {
+    assert!(demo_engine::k_quant_llama(Some(15)) && demo_engine::k_quant_llama(Some(14)));
+    assert!(!demo_engine::k_quant_llama(Some(3)) && !demo_engine::k_quant_llama(None));
+    let tiny_llama = common::root().join("ckb/gates/fixtures/tiny-llama.gguf");
+    assert_eq!(demo_engine::gguf_file_type(&tiny_llama).unwrap(), Some(0));
+    if let Some(qwen) = common::real_model() {
+        // the header scan reads past the general.* keys where a file puts them later
+        assert_eq!(demo_engine::gguf_file_type(&qwen).unwrap(), Some(15));
+    }
+    let q4km = write_temp("tiny-llama-q4km.gguf", &tiny_llama_with_file_type(15));
+    let q4_1 = write_temp("tiny-llama-q4_1.gguf", &tiny_llama_with_file_type(3));
+    assert_eq!(demo_engine::gguf_file_type(&q4km).unwrap(), Some(15));
+    assert_eq!(demo_engine::gguf_arch(&q4km).unwrap(), "llama");
+    let mut want = None;
+    for (path, which, engine) in [
+        (&q4km, Which::Avx2, "LlamaQ4k"),
+        (&q4_1, Which::Avx2, "Smol"),
+        (&tiny_llama, Which::Avx2, "Smol"),
+        (&q4km, Which::Generic, "SmolPortable"),
+    ] {
+        if which == Which::Avx2 && !demo_engine::has_avx2() {
+            continue;
+        }
+        let mut m = load(path, which).unwrap();
+        assert_eq!(m.name(), engine, "{} with {which:?}", path.display());
+        // the file is all F32: the AVX2 engines of either quant compute the same greedy ids
+        let ids = m.encode("hello world");
+        let mut p = GenParams::greedy(6);
+        p.stop_at_eos = false;
+        let got = m.generate_ids(&ids, &p, &mut |_, _| true).unwrap().0;
+        assert_eq!(got.len(), 6);
+        if which == Which::Avx2 {
+            assert_eq!(want.get_or_insert_with(|| got.clone()), &got, "{engine}");
+        }
+    }
+}
+
 #[test]
 fn tensor_type_not_compiled_in_is_refused() {
     // blk.1.ffn_gate.weight is F32; relabel it F16 (a smaller, still valid tensor)

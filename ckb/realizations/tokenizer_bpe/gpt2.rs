@@ -319,8 +319,9 @@ impl Tokenizer {
         self.merges.get(&(((a as u64) << 32) | b as u64)).copied()
     }
 
-    /// BPE of one piece (the piece's own token, with ignore_merges, when the vocab has it): from byte tokens, merge the adjacent pair of lowest rank (leftmost on ties)
-    /// until none has a merge; short pieces rescan the pairs, long ones use a heap.
+    /// BPE of one piece: its own token where ignore_merges and the vocab has it, else from byte
+    /// tokens, merge the adjacent pair of lowest rank (leftmost on ties) until none has a merge;
+    /// short pieces rescan the pairs, long ones use a heap.
     fn bpe(&self, piece: &[u8], sym: &mut Vec<u32>, out: &mut Vec<u32>) {
         if self.ignore_merges {
             let text: String = piece.iter().map(|&b| self.byte_chars[b as usize]).collect();

@@ -301,15 +301,7 @@ pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
 
 /// `general.architecture` of a GGUF file, read from its header without mapping the file.
 pub fn gguf_arch(path: &std::path::Path) -> Result<String, metainfer::Error> {
-    let bad = |why: &str| {
-        metainfer::Error::format(
-            format!("GGUF header of {}", path.display()),
-            why.to_string(),
-        )
-    };
-    gguf_head(path)?
-        .arch
-        .ok_or_else(|| bad("no general.architecture key"))
+    Ok(gguf_head(path)?.arch)
 }
 
 /// `general.file_type` of a GGUF file (llama.cpp's `llama_ftype`: 3 = Q4_1, 14 / 15 = Q4_K_S /
@@ -320,12 +312,12 @@ pub fn gguf_file_type(path: &std::path::Path) -> Result<Option<u32>, metainfer::
 
 /// What [`load`] reads of a GGUF header.
 struct GgufHead {
-    arch: Option<String>,
+    arch: String,
     file_type: Option<u32>,
 }
 
 /// Scans the metadata of a GGUF file up to `general.architecture` and `general.file_type` (or
-/// to its end), without mapping the file.
+/// to its end), without mapping the file; a file without the architecture is an error.
 fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
     use std::io::{BufReader, Read};
     let io = |source| metainfer::Error::Io {
@@ -355,10 +347,7 @@ fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
         10..=12 => Some(8),
         _ => None,
     };
-    let mut head = GgufHead {
-        arch: None,
-        file_type: None,
-    };
+    let (mut arch, mut file_type) = (None, None);
     for _ in 0..n_kv.min(1 << 20) {
         let len = u64_of(&read(8)?);
         if len > 1 << 16 {
@@ -374,7 +363,7 @@ fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
                 }
                 let v = read(len as usize)?;
                 if key == b"general.architecture" {
-                    head.arch = Some(
+                    arch = Some(
                         String::from_utf8(v)
                             .map_err(|_| bad("general.architecture is not UTF-8".into()))?,
                     );
@@ -402,21 +391,23 @@ fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
             t => {
                 let v = read(scalar(t).ok_or_else(|| bad(format!("value type {t}")))?)?;
                 if key == b"general.file_type" && (t == 4 || t == 5) {
-                    head.file_type = Some(u32_of(&v));
+                    file_type = Some(u32_of(&v));
                 }
             }
         }
-        if head.arch.is_some() && head.file_type.is_some() {
+        if arch.is_some() && file_type.is_some() {
             break;
         }
     }
-    Ok(head)
+    let arch = arch.ok_or_else(|| bad("no general.architecture key".into()))?;
+    Ok(GgufHead { arch, file_type })
 }
 
 /// Loads `path` with the chosen engine of the file's family (`family_of`): a checkpoint
 /// directory with the AWQ engines, anything else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
-    if family_of(path)? == Family::Gemma3 {
+    let family = family_of(path)?;
+    if family == Family::Gemma3 {
         return Ok(match which {
             Which::Cuda(_) => {
                 return Err(metainfer::Error::Mismatch {
@@ -426,12 +417,11 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                     fix: "use --engine auto, avx2 or generic; the ckb has no cuda forward for gemma3's parts yet".into(),
                 })
             }
-            Which::Auto if has_avx2() => Box::new(Gemma::load(path)?),
-            Which::Avx2 | Which::Avx512 => Box::new(Gemma::load(path)?),
-            Which::Auto | Which::Generic => Box::new(GemmaPortable::load(path)?),
+            _ if uses_avx2(which) => Box::new(Gemma::load(path)?),
+            _ => Box::new(GemmaPortable::load(path)?),
         });
     }
-    if family_of(path)? == Family::Llama {
+    if family == Family::Llama {
         return Ok(match which {
             // sm_89 PTX runs on sm_90 GPUs too (the driver JITs it).
             Which::Cuda(Arch::Sm89 | Arch::Sm90) => Box::new(SmolSm89::load(path)?),
@@ -443,14 +433,11 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                     fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine; demo-engine has no sm_80 llama engine".into(),
                 })
             }
-            Which::Auto | Which::Avx2 | Which::Avx512
-                if (which != Which::Auto || has_avx2()) && k_quant_llama(gguf_file_type(path)?) =>
-            {
+            _ if uses_avx2(which) && k_quant_llama(gguf_file_type(path)?) => {
                 Box::new(LlamaQ4k::load(path)?)
             }
-            Which::Auto if has_avx2() => Box::new(Smol::load(path)?),
-            Which::Avx2 | Which::Avx512 => Box::new(Smol::load(path)?),
-            Which::Auto | Which::Generic => Box::new(SmolPortable::load(path)?),
+            _ if uses_avx2(which) => Box::new(Smol::load(path)?),
+            _ => Box::new(SmolPortable::load(path)?),
         });
     }
     let avx512 = match which {
@@ -483,6 +470,16 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
         (true, true) => Box::new(CoderAwq::load(path)?),
         (true, false) => Box::new(CoderAwqPortable::load(path)?),
     })
+}
+
+/// Whether a cpu engine choice runs the `x86_64-avx2` engines: `auto` where the cpu has AVX2,
+/// `avx2` and `avx512` (families without an AVX-512 engine take the AVX2 one).
+fn uses_avx2(which: Which) -> bool {
+    match which {
+        Which::Auto => has_avx2(),
+        Which::Avx2 | Which::Avx512 => true,
+        Which::Generic | Which::Cuda(_) => false,
+    }
 }
 
 /// Whether a llama file of `file_type` goes to [`LlamaQ4k`] (Q4_K_S, Q4_K_M) rather than the

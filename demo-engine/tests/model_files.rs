@@ -80,7 +80,7 @@ fn other_architecture_is_refused_with_what_differs() {
 
 #[test]
 fn llama_files_get_the_llama_engines_and_qwen2_engines_refuse_them() {
-    let tiny_llama = common::root().join("ckb/gates/fixtures/tiny-llama.gguf");
+    let tiny_llama = common::tiny_llama();
     assert_eq!(
         demo_engine::family_of(&tiny_llama).unwrap(),
         demo_engine::Family::Llama
@@ -115,7 +115,7 @@ fn llama_files_get_the_llama_engines_and_qwen2_engines_refuse_them() {
 
 /// tiny-llama.gguf saying `general.file_type = ft` (its own says 0, all F32).
 fn tiny_llama_with_file_type(ft: u32) -> Vec<u8> {
-    let mut b = std::fs::read(common::root().join("ckb/gates/fixtures/tiny-llama.gguf")).unwrap();
+    let mut b = std::fs::read(common::tiny_llama()).unwrap();
     let at = after_string(&b, "general.file_type");
     assert_eq!(
         b[at..at + 4],
@@ -130,7 +130,7 @@ fn tiny_llama_with_file_type(ft: u32) -> Vec<u8> {
 fn llama_k_quant_files_get_the_q4_k_engine() {
     assert!(demo_engine::k_quant_llama(Some(15)) && demo_engine::k_quant_llama(Some(14)));
     assert!(!demo_engine::k_quant_llama(Some(3)) && !demo_engine::k_quant_llama(None));
-    let tiny_llama = common::root().join("ckb/gates/fixtures/tiny-llama.gguf");
+    let tiny_llama = common::tiny_llama();
     assert_eq!(demo_engine::gguf_file_type(&tiny_llama).unwrap(), Some(0));
     if let Some(qwen) = common::real_model() {
         // the header scan reads past the general.* keys where a file puts them later
@@ -192,8 +192,7 @@ fn parts_the_engines_lack_are_refused_by_every_engine() {
     let mut qwen2 = tiny_bytes();
     let at = after_string(&qwen2, "blk.0.attn_q.bias") - 11;
     qwen2[at..at + 4].copy_from_slice(b"rope");
-    let mut llama =
-        std::fs::read(common::root().join("ckb/gates/fixtures/tiny-llama.gguf")).unwrap();
+    let mut llama = std::fs::read(common::tiny_llama()).unwrap();
     let at = after_string(&llama, "llama.rope.dimension_count") + 4;
     assert_eq!(
         llama[at..at + 4],

@@ -49,6 +49,11 @@ pub fn tiny_model() -> PathBuf {
     root().join("ckb/gates/fixtures/tiny-qwen2.gguf")
 }
 
+/// The synthetic llama-family fixture (all F32, tied output).
+pub fn tiny_llama() -> PathBuf {
+    root().join("ckb/gates/fixtures/tiny-llama.gguf")
+}
+
 /// The engine this machine runs best.
 pub fn which() -> demo_engine::Which {
     demo_engine::Which::Auto

@@ -38,16 +38,51 @@ pub(crate) fn gate_real_model(gate: &str) -> Option<std::path::PathBuf> {
     skip(format!("none of the {} existing file(s) in METAINFER_REAL_MODEL is a {MODEL_ARCH} GGUF of this engine's quant ({QUANT})", files.len()))
 }
 
-/// The engine on `model`, or None after printing `GATE <gate> skipped reason=...` where a CUDA
-/// engine finds no usable GPU (no driver, no device): the gate cannot run there, and says so.
-/// Any other load error fails the gate with `what`.
+/// Whether this machine can run the engine's code: false, after printing `GATE <gate> skipped
+/// reason=...`, where the cpu lacks an instruction set the engine was generated for
+/// (`check_cpu`: an x86_64-avx512 engine generated on an AVX2-only host). The gate cannot run
+/// there and says so, as a cuda engine's does without a GPU, instead of dying of SIGILL.
+pub(crate) fn gate_cpu_runs(gate: &str) -> bool {
+    match check_cpu() {
+        Ok(()) => true,
+        Err(e) => {
+            println!("GATE {gate} skipped reason=\"{}\"", e.to_string().replace('"', "'"));
+            false
+        }
+    }
+}
+
+/// The engine on `model`, or None after printing `GATE <gate> skipped reason=...` where it
+/// cannot run here: a cpu engine on a cpu without its instruction sets (`gate_cpu_runs`), a CUDA
+/// engine without a usable GPU (no driver, no device). Any other load error fails the gate with
+/// `what`.
 pub(crate) fn gate_load_or_skip(model: &std::path::Path, gate: &str, what: &str) -> Option<Engine> {
+    if !gate_cpu_runs(gate) {
+        return None;
+    }
     match Engine::load(model) {
         Err(rt::Error::NoDevice(why)) => {
             println!("GATE {gate} skipped reason=\"{}\"", why.replace('"', "'"));
             None
         }
         r => Some(r.expect(what)),
+    }
+}
+
+/// A file a gate writes into the candidate crate's directory (an edited model), removed again
+/// when dropped, also when the gate panics on the way.
+pub(crate) struct GateTempFile(pub(crate) std::path::PathBuf);
+
+impl GateTempFile {
+    pub(crate) fn new(name: &str, bytes: &[u8]) -> GateTempFile {
+        std::fs::write(name, bytes).unwrap_or_else(|e| panic!("cannot write the gate's file {name}: {e}"));
+        GateTempFile(std::path::PathBuf::from(name))
+    }
+}
+
+impl Drop for GateTempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

@@ -105,28 +105,28 @@ fn rope_freqs_match_reference() {
         println!("GATE e2e_tiny_rope_freqs skipped reason=\"the {MODEL_ARCH} {MODEL_FORMAT} engine reads no rope frequency factors\"");
         return;
     };
+    if !gate_cpu_runs("e2e_tiny_rope_freqs") {
+        return;
+    }
     let (model, vectors, prefix) = e2e_paths();
     let mut rows = e2e_rows(&vectors.join(format!("{prefix}_rope_freqs_logits.txt")));
     let factors: Vec<f32> = rows.remove(0).iter().map(|&v| v as f32).collect();
     let tiny = std::fs::read(model).expect("the tiny model");
     let with = |f: &[f32]| gate_gguf_with(&tiny, &[], &[(name, &[f.len() as u64], 0, f.iter().flat_map(|v| v.to_le_bytes()).collect())]);
-    let path = std::path::PathBuf::from("e2e-rope-freqs.gguf");
-    std::fs::write(&path, with(&factors)).expect("write the model with rope factors");
+    let file = GateTempFile::new("e2e-rope-freqs.gguf", &with(&factors));
     if HW.starts_with("sm_") {
         // the cuda rope kernel has no factors yet: such files are refused before the GPU is opened
-        match Engine::load(&path) {
+        match Engine::load(&file.0) {
             Err(e @ rt::Error::Mismatch { .. }) if e.to_string().contains(name) => {}
             Ok(_) => panic!("the cuda engine loaded a file with {name}, which its rope kernel ignores"),
             Err(e) => panic!("a file with {name} on the cuda engine: wrong error: {e}"),
         }
     } else {
-        e2e_check_logits(&path, &rows, "e2e_tiny_rope_freqs");
+        e2e_check_logits(&file.0, &rows, "e2e_tiny_rope_freqs");
     }
     let zero: Vec<f32> = factors.iter().enumerate().map(|(i, &f)| if i == 3 { 0.0 } else { f }).collect();
-    std::fs::write(&path, with(&zero)).expect("write the model with a zero factor");
-    let loaded = Engine::load(&path);
-    let _ = std::fs::remove_file(&path);
-    match loaded {
+    let file = GateTempFile::new("e2e-rope-freqs-zero.gguf", &with(&zero));
+    match Engine::load(&file.0) {
         Err(e @ rt::Error::Format { .. }) if e.to_string().contains(name) => {}
         Err(rt::Error::NoDevice(_)) => {}
         Ok(_) => panic!("a {name} with a factor of 0 loaded; it must be refused, naming the tensor"),
@@ -137,22 +137,53 @@ fn rope_freqs_match_reference() {
 #[test]
 fn greedy_matches_reference() {
     let (model, vectors, prefix) = e2e_paths();
-    let rows = e2e_rows(&vectors.join(format!("{prefix}_greedy.txt")));
+    e2e_check_greedy(&model, &e2e_rows(&vectors.join(format!("{prefix}_greedy.txt"))), "e2e_tiny_greedy");
+}
+
+/// The engine's greedy continuation on `model` against `rows` (the prompt ids, then the
+/// reference's generated ids).
+fn e2e_check_greedy(model: &std::path::Path, rows: &[Vec<f64>], gate: &str) {
     let prompt: Vec<u32> = rows[0].iter().map(|&v| v as u32).collect();
     let want: Vec<u32> = rows[1].iter().map(|&v| v as u32).collect();
-    let Some(mut engine) = gate_load_or_skip(&model, "e2e_tiny_greedy", "tiny model loads") else { return };
+    let Some(mut engine) = gate_load_or_skip(model, gate, "tiny model loads") else { return };
     let mut p = rt::GenParams::greedy(want.len());
     p.stop_at_eos = false;
     let (got, stats) = engine.generate_ids(&prompt, &p, &mut |_, _| true).expect("generate");
     let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
-    println!("GATE e2e_tiny_greedy tokens={} matching_prefix={same} prompt_tokens={}", want.len(), stats.prompt_tokens);
+    println!("GATE {gate} tokens={} matching_prefix={same} prompt_tokens={}", want.len(), stats.prompt_tokens);
     assert_eq!(got, want, "greedy continuation differs from the reference");
+}
+
+/// Where the family reads the head dim from the file (K_HEAD_DIM) and its tiny fixture's head
+/// dim is embedding / heads anyway, the second fixture tiny-<arch>-head-dim.gguf, whose head dim
+/// is not (its references tiny_<arch>_head_dim_*.txt): logits and greedy. A fixture that
+/// already has such a head dim (gemma3's) is covered by the gates above.
+#[test]
+fn head_dim_matches_reference() {
+    let skip = |why: &str| println!("GATE e2e_tiny_head_dim skipped reason=\"{why}\"");
+    let Some(key) = K_HEAD_DIM.filter(|_| MODEL_FORMAT == "gguf") else {
+        return skip(&format!("the {MODEL_ARCH} {MODEL_FORMAT} engine takes the head dim from embedding / heads"));
+    };
+    let (model, vectors, prefix) = e2e_paths();
+    let g = Gguf::open(&model).expect("the tiny model");
+    let dim = |k: &str| g.get_u32(k).unwrap_or_else(|e| panic!("the tiny model's {k}: {e}"));
+    if g.meta(key).is_some() && dim(key) != dim(K_N_EMBD) / dim(K_N_HEAD) {
+        return skip(&format!("tiny-{MODEL_ARCH}.gguf's own head dim is not embedding / heads (logits_match_reference)"));
+    }
+    let path = model.with_file_name(format!("tiny-{MODEL_ARCH}-head-dim.gguf"));
+    assert!(path.is_file(), "the {MODEL_ARCH} family reads {key} but has no {} (make_tiny_{MODEL_ARCH}.py --head-dim)", path.display());
+    let data = |what: &str| e2e_rows(&vectors.join(format!("{prefix}_head_dim_{what}.txt")));
+    e2e_check_logits(&path, &data("logits"), "e2e_tiny_head_dim");
+    e2e_check_greedy(&path, &data("greedy"), "e2e_tiny_head_dim_greedy");
 }
 
 #[test]
 fn parts_the_engine_lacks_are_refused() {
     if MODEL_FORMAT != "gguf" {
         println!("GATE e2e_tiny_lacks skipped reason=\"the edits are to GGUF files; this engine loads {MODEL_FORMAT} checkpoints\"");
+        return;
+    }
+    if !gate_cpu_runs("e2e_tiny_lacks") {
         return;
     }
     let tiny = std::fs::read(gate_tiny_model()).expect("the tiny model");
@@ -169,11 +200,8 @@ fn parts_the_engine_lacks_are_refused() {
         (gate_gguf_with(&tiny, &[], &[("rope_freqs.weight", &[2], 0, [1.0f32, 4.0].iter().flat_map(|f| f.to_le_bytes()).collect())]), "tensor 'rope_freqs.weight'".into()),
     ];
     for (i, (bytes, named)) in cases.into_iter().enumerate() {
-        let path = std::path::PathBuf::from(format!("e2e-lacks-{i}.gguf"));
-        std::fs::write(&path, &bytes).expect("write the edited model");
-        let loaded = Engine::load(&path);
-        let _ = std::fs::remove_file(&path);
-        match loaded {
+        let file = GateTempFile::new(&format!("e2e-lacks-{i}.gguf"), &bytes);
+        match Engine::load(&file.0) {
             // the unedited copy (with only the padding key) loads, or needs a GPU it lacks
             Ok(_) | Err(rt::Error::NoDevice(_)) if named.is_empty() => {}
             Err(e @ rt::Error::Mismatch { .. }) if !named.is_empty() && e.to_string().contains(&named) => {}

@@ -4,6 +4,9 @@
 
 #[test]
 fn gate_geglu() {
+    if !gate_cpu_runs("geglu") {
+        return;
+    }
     let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
     let path = data.join("vectors/geglu.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

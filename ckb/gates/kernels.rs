@@ -271,6 +271,9 @@ fn gate_four_token_ok(ty: GgmlType, row: &[u8], x: &Act, v: f32) -> bool {
 
 #[test]
 fn gate_kernel_dots() {
+    if !gate_cpu_runs("kernel_dots") {
+        return;
+    }
     let mut failures = Vec::new();
     for &ty in COMPILED_TYPES {
         let tag = gate_tag(ty);
@@ -371,6 +374,9 @@ fn gate_parse_vectors(text: &str, ty: GgmlType) -> Result<Vec<GateVector>, Strin
 
 #[test]
 fn gate_kernel_vectors() {
+    if !gate_cpu_runs("kernel_vectors") {
+        return;
+    }
     let dir = std::env::var_os("METAINFER_GATE_DATA").map(std::path::PathBuf::from);
     let mut failures = Vec::new();
     for &ty in COMPILED_TYPES {
@@ -438,6 +444,9 @@ fn gate_kernel_vectors() {
 
 #[test]
 fn gate_dot4_bits() {
+    if !gate_cpu_runs("dot4_bits") {
+        return;
+    }
     let (mut cases, mut mismatches, mut types, mut rows4_types) = (0usize, 0usize, Vec::new(), Vec::new());
     let mut failures = Vec::new();
     for &ty in COMPILED_TYPES {
@@ -487,6 +496,9 @@ fn gate_dot4_bits() {
 
 #[test]
 fn gate_dec_bits() {
+    if !gate_cpu_runs("dec_bits") {
+        return;
+    }
     let (mut cases, mut mismatches, mut types) = (0usize, 0usize, Vec::new());
     let mut failures = Vec::new();
     for &ty in COMPILED_TYPES {
@@ -530,6 +542,9 @@ fn gate_dec_bits() {
 
 #[test]
 fn gate_matvec() {
+    if !gate_cpu_runs("matvec") {
+        return;
+    }
     let mut mismatches = 0usize;
     let mut max_abs = 0.0f64;
     let mut cases = 0usize;
@@ -656,6 +671,9 @@ fn gate_matvec() {
 
 #[test]
 fn gate_vec_ops() {
+    if !gate_cpu_runs("vec_ops") {
+        return;
+    }
     let mut failures = Vec::new();
     // independent of any vectors: the approximation is within 2e-7 of exp where exp is normal
     let mut max_rel = 0.0f64;
@@ -762,6 +780,9 @@ fn gate_vec_ops() {
 
 #[test]
 fn gate_flash_attn() {
+    if !gate_cpu_runs("flash_attn") {
+        return;
+    }
     let mut failures = Vec::new();
     let (mut cases, mut max_err) = (0usize, 0.0f32);
     let mut rng = GateRng::new(43);

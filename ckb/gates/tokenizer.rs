@@ -130,10 +130,8 @@ fn gate_tokenizer_every_pre() {
     let own = Gguf::open(&gate_tiny_model()).expect("open the tiny fixture").get_str("tokenizer.ggml.pre").expect("the tiny fixture names its pre-tokenizer").to_string();
     let (mut done, mut cases) = (Vec::new(), 0);
     for &(pre, _) in PRE_TOKENIZERS.iter().filter(|(p, _)| *p != own) {
-        let path = std::path::PathBuf::from(format!("tokenizer-pre-{}.gguf", done.len()));
-        std::fs::write(&path, gate_gguf_with(&tiny, &[("tokenizer.ggml.pre", 8, gate_gguf_str(pre))], &[])).expect("write the relabelled vocab");
-        let g = Gguf::open(&path).expect("open the relabelled vocab");
-        let _ = std::fs::remove_file(&path);
+        let file = GateTempFile::new(&format!("tokenizer-pre-{}.gguf", done.len()), &gate_gguf_with(&tiny, &[("tokenizer.ggml.pre", 8, gate_gguf_str(pre))], &[]));
+        let g = Gguf::open(&file.0).expect("open the relabelled vocab");
         let tok = Tokenizer::from_gguf(&g).unwrap_or_else(|e| panic!("tokenizer from the tiny fixture as {pre:?}: {e}"));
         let vectors = data.join("vectors").join(format!("tokenizer_tiny_{MODEL_ARCH}_{pre}.txt"));
         assert!(vectors.is_file(), "the {MODEL_ARCH} family knows pre-tokenizer {pre:?} but has no vectors {} (ckb/gates/reference/README.md says how to make them)", vectors.display());

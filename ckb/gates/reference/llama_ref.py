@@ -7,7 +7,8 @@ computed in float64:
 
   x = token_embd[ids]
   per layer:  h = rmsnorm(x) * attn_norm
-              q,k,v = h@Wq, h@Wk, h@Wv                        (no biases)
+              q,k,v = h@Wq, h@Wk, h@Wv                        (no biases; hd = attention.key_length
+                                                                  where the file has it, else d / n_head)
               NORM rope on q,k (llama.cpp LLAMA_ROPE_TYPE_NORM): adjacent pairs (2i, 2i+1),
                 theta_i = base^(-2i/hd), positions 0..T-1, rotated by pos * theta_i / ff_i
                 ff_i = rope_freqs.weight[i] when the file has that tensor (Llama 3.x files carry
@@ -29,6 +30,9 @@ Usage (from the repository root; PYTHONPATH=/tmp/pylib where numpy/gguf were pip
   python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/tiny-llama.gguf --gate-vectors ckb/gates/vectors
       writes ckb/gates/vectors/tiny_llama_logits.txt and tiny_llama_greedy.txt (same formats as
       the tiny_qwen2_* files: the writer is qwen2_ref.write_gate_vectors)
+  python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/tiny-llama-head-dim.gguf --gate-vectors ckb/gates/vectors
+      the same for the head-dim fixture (make_tiny_llama.py --head-dim): tiny_llama_head_dim_logits.txt
+      and tiny_llama_head_dim_greedy.txt (the prefix follows the file name)
   python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/tiny-llama.gguf --rope-freqs-vectors ckb/gates/vectors
       writes ckb/gates/vectors/tiny_llama_rope_freqs_logits.txt: a copy of the fixture plus a
       rope_freqs.weight tensor holding ROPE_FREQS_FACTORS (written with gguf-py, every KV and
@@ -75,7 +79,10 @@ class Model:
         self.n_head_kv = int(meta("attention.head_count_kv", self.n_head))
         self.eps = float(meta("attention.layer_norm_rms_epsilon"))
         self.base = float(meta("rope.freq_base", 10000.0))
-        self.head_dim = self.n_embd // self.n_head
+        # llama.cpp: attention.key_length where the file has it, else n_embd / n_head
+        self.head_dim = int(meta("attention.key_length", self.n_embd // self.n_head))
+        if int(meta("attention.value_length", self.head_dim)) != self.head_dim:
+            sys.exit(f"{path}: attention.value_length != key_length {self.head_dim} (not modelled)")
         n_rot = int(meta("rope.dimension_count", self.head_dim))
         if n_rot != self.head_dim:
             sys.exit(f"{path}: rope.dimension_count {n_rot} != head dim {self.head_dim} (not modelled)")
@@ -308,11 +315,15 @@ def main():
     if a.gate_vectors:
         if a.rope != "norm":
             sys.exit("--gate-vectors is only written with the llama (norm) rope")
-        cmd = "python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/tiny-llama.gguf " \
+        name = os.path.basename(a.model)
+        prefix = name.removesuffix(".gguf").replace("-", "_")
+        if not prefix.startswith("tiny_llama"):
+            sys.exit(f"--gate-vectors writes the vectors of a tiny-llama*.gguf fixture, not {name}")
+        cmd = f"python3 ckb/gates/reference/llama_ref.py ckb/gates/fixtures/{name} " \
               f"--ids {','.join(map(str, ids))} --gate-vectors ckb/gates/vectors"
-        qwen2_ref.write_gate_vectors(m, ids, a.gate_vectors, cmd, prefix="tiny_llama",
+        qwen2_ref.write_gate_vectors(m, ids, a.gate_vectors, cmd, prefix=prefix,
                                      script="llama_ref.py",
-                                     how="gguf-py dequantization, NORM rope, tied output")
+                                     how=f"gguf-py dequantization, NORM rope, head dim {m.head_dim}, tied output")
         return
     if a.out:
         np.save(a.out, m.forward(ids))

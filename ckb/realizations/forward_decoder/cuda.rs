@@ -146,7 +146,7 @@ pub(crate) struct DevLayer {
     pub(crate) wq: DevMat,
     pub(crate) wk: DevMat,
     pub(crate) wv: DevMat,
-    pub(crate) bq: u64, // [n_embd] f32, or 0 (null) when the family has no q/k/v biases
+    pub(crate) bq: u64, // [q_dim] f32, or 0 (null) when the family has no q/k/v biases
     pub(crate) bk: u64, // [kv_dim] f32, or 0
     pub(crate) bv: u64, // [kv_dim] f32, or 0
     pub(crate) wo: DevMat,
@@ -166,10 +166,10 @@ pub(crate) struct Device {
     pub(crate) layers: Vec<DevLayer>,
     x: CudaSlice<f32>,      // [BATCH][n_embd] residual stream
     xb: CudaSlice<f32>,     // [BATCH][n_embd] normed input of a projection
-    q: CudaSlice<f32>,      // [BATCH][n_embd]
+    q: CudaSlice<f32>,      // [BATCH][q_dim] (n_head * head_dim)
     k: CudaSlice<f32>,      // [BATCH][kv_dim]
     v: CudaSlice<f32>,      // [BATCH][kv_dim]
-    att: CudaSlice<f32>,    // [BATCH][n_embd]
+    att: CudaSlice<f32>,    // [BATCH][q_dim]
     proj: CudaSlice<f32>,   // [BATCH][n_embd]
     gate: CudaSlice<f32>,   // [BATCH][n_ff]
     up: CudaSlice<f32>,     // [BATCH][n_ff]
@@ -230,10 +230,10 @@ impl Device {
             _data: data,
             x: gpu.zeros(b * e)?,
             xb: gpu.zeros(b * e)?,
-            q: gpu.zeros(b * e)?,
+            q: gpu.zeros(b * c.q_dim)?,
             k: gpu.zeros(b * kvd)?,
             v: gpu.zeros(b * kvd)?,
-            att: gpu.zeros(b * e)?,
+            att: gpu.zeros(b * c.q_dim)?,
             proj: gpu.zeros(b * e)?,
             gate: gpu.zeros(b * c.n_ff)?,
             up: gpu.zeros(b * c.n_ff)?,

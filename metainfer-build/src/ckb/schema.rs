@@ -328,7 +328,9 @@ pub struct MetadataKeys {
     pub rope_theta: String,
     pub rms_eps: String,
     pub file_type: String,
-    /// The head dim when it is not `n_embd / n_head` (gemma: `{arch}.attention.key_length`).
+    /// The key of the head dim (`{arch}.attention.key_length`) where it may differ from
+    /// `n_embd / n_head` (gemma; llama files such as Mistral Nemo's); a file without the key uses
+    /// `n_embd / n_head`.
     #[serde(default)]
     pub head_dim: Option<String>,
     /// The local layers' window (with `sliding_window` in the family).

@@ -1153,7 +1153,7 @@ mod weights_decoder {
         pub(crate) n_embd: usize,
         pub(crate) n_head: usize,
         pub(crate) n_head_kv: usize,
-        pub(crate) head_dim: usize, // K_HEAD_DIM when the family has it, else n_embd / n_head
+        pub(crate) head_dim: usize, // K_HEAD_DIM where the family names it and the file has it, else n_embd / n_head
         pub(crate) q_dim: usize,    // n_head * head_dim
         pub(crate) kv_dim: usize,   // n_head_kv * head_dim
         pub(crate) n_ff: usize,
@@ -1189,13 +1189,16 @@ mod weights_decoder {
                 Ok(t) => return Err(rt::Error::format(format!("tensor '{T_TOKEN_EMBD}'.dims"), format!("expected 2 dims, found {:?}", t.dims))),
                 Err(e) => return Err(e),
             };
-            if n_head == 0 || n_head_kv == 0 || (K_HEAD_DIM.is_none() && n_embd % n_head != 0) || n_head % n_head_kv != 0 {
+            // the head dim: the family's key (attention.key_length) where the file has it, else
+            // n_embd / n_head (llama.cpp's default for every architecture)
+            let key_length = K_HEAD_DIM.filter(|k| g.meta(k).is_some()).map(get).transpose()?;
+            if n_head == 0 || n_head_kv == 0 || (key_length.is_none() && n_embd % n_head != 0) || n_head % n_head_kv != 0 {
                 return Err(rt::Error::format(
                     K_N_HEAD,
                     format!("{n_head} heads / {n_head_kv} kv heads do not divide embedding_length {n_embd}"),
                 ));
             }
-            let head_dim = K_HEAD_DIM.map_or(Ok(n_embd / n_head), get)?;
+            let head_dim = key_length.unwrap_or(n_embd / n_head);
             let rope_theta = g.get_f32(K_ROPE_THETA)?;
             if head_dim == 0 || head_dim % 2 != 0 {
                 return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
@@ -1205,6 +1208,12 @@ mod weights_decoder {
             let number = |k: &str| g.meta(k).map(|_| g.get_f32(k)).transpose();
             if let Some(d) = number(&rope("dimension_count"))?.filter(|&d| d as usize != head_dim) {
                 return Err(lacks(rope("dimension_count"), format!("{d}, not the head dim {head_dim} (partial rope)")));
+            }
+            // a head dim the family does not read, or values of another width than keys
+            for k in ["key_length", "value_length"].map(|k| format!("{MODEL_ARCH}.attention.{k}")) {
+                if let Some(v) = number(&k)?.filter(|&v| v as usize != head_dim) {
+                    return Err(lacks(k, format!("{v}, not the head dim {head_dim}")));
+                }
             }
             if let Some(s) = g.get_str_opt(&rope("scaling.type"))?.filter(|&s| s != "none" && s != "linear") {
                 return Err(lacks(rope("scaling.type"), format!("{s:?}")));
@@ -1592,7 +1601,7 @@ mod forward_decoder {
         pub(crate) wq: DevMat,
         pub(crate) wk: DevMat,
         pub(crate) wv: DevMat,
-        pub(crate) bq: u64, // [n_embd] f32, or 0 (null) when the family has no q/k/v biases
+        pub(crate) bq: u64, // [q_dim] f32, or 0 (null) when the family has no q/k/v biases
         pub(crate) bk: u64, // [kv_dim] f32, or 0
         pub(crate) bv: u64, // [kv_dim] f32, or 0
         pub(crate) wo: DevMat,
@@ -1612,10 +1621,10 @@ mod forward_decoder {
         pub(crate) layers: Vec<DevLayer>,
         x: CudaSlice<f32>,      // [BATCH][n_embd] residual stream
         xb: CudaSlice<f32>,     // [BATCH][n_embd] normed input of a projection
-        q: CudaSlice<f32>,      // [BATCH][n_embd]
+        q: CudaSlice<f32>,      // [BATCH][q_dim] (n_head * head_dim)
         k: CudaSlice<f32>,      // [BATCH][kv_dim]
         v: CudaSlice<f32>,      // [BATCH][kv_dim]
-        att: CudaSlice<f32>,    // [BATCH][n_embd]
+        att: CudaSlice<f32>,    // [BATCH][q_dim]
         proj: CudaSlice<f32>,   // [BATCH][n_embd]
         gate: CudaSlice<f32>,   // [BATCH][n_ff]
         up: CudaSlice<f32>,     // [BATCH][n_ff]
@@ -1676,10 +1685,10 @@ mod forward_decoder {
                 _data: data,
                 x: gpu.zeros(b * e)?,
                 xb: gpu.zeros(b * e)?,
-                q: gpu.zeros(b * e)?,
+                q: gpu.zeros(b * c.q_dim)?,
                 k: gpu.zeros(b * kvd)?,
                 v: gpu.zeros(b * kvd)?,
-                att: gpu.zeros(b * e)?,
+                att: gpu.zeros(b * c.q_dim)?,
                 proj: gpu.zeros(b * e)?,
                 gate: gpu.zeros(b * c.n_ff)?,
                 up: gpu.zeros(b * c.n_ff)?,

@@ -64,6 +64,31 @@ impl Entry {
     pub fn manifest_path(&self) -> PathBuf {
         self.path(MANIFEST)
     }
+    /// The gates that were skipped where the entry was verified (its `gates.toml`), each with
+    /// the reason the gate gave: no GPU for a cuda engine, a cpu without the target's
+    /// instruction sets. Empty when every gate ran, or the file does not say.
+    pub fn skipped_gates(&self) -> Vec<(String, String)> {
+        #[derive(serde::Deserialize)]
+        struct Gate {
+            id: String,
+            status: String,
+            #[serde(default)]
+            reason: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Gates {
+            #[serde(default)]
+            gate: Vec<Gate>,
+        }
+        let text = std::fs::read_to_string(self.path("gates.toml")).unwrap_or_default();
+        toml::from_str::<Gates>(&text)
+            .map(|g| g.gate)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|g| g.status == "skipped")
+            .map(|g| (g.id, g.reason.unwrap_or_default()))
+            .collect()
+    }
     /// Every file of the entry: the manifest, then each listed file (sorted).
     pub fn files(&self) -> Vec<PathBuf> {
         let mut v = vec![self.manifest_path()];

@@ -396,13 +396,33 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
     let ckb = env.ckb()?;
     let digest = ckb.digest();
     let (wanted, mut problems) = referenced(env, &ckb);
-    let mut ok = 0;
+    let (mut ok, mut partly) = (0, 0);
     for w in wanted.values() {
         let key = w.c.key();
         let dir = format!("{}/{key}", env.cache.shown());
         match state(env, &w.c, &digest) {
             State::Current => match origin(env, &ckb, &w.c) {
-                Ok(()) => ok += 1,
+                Ok(()) => {
+                    ok += 1;
+                    let skipped = env
+                        .cache
+                        .open(&key, Some(&w.c))
+                        .map(|e| e.skipped_gates())
+                        .unwrap_or_default();
+                    // one line per reason: what did not run where the entry was verified
+                    let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+                    for (id, why) in &skipped {
+                        by_reason.entry(why).or_default().push(id);
+                    }
+                    partly += usize::from(!by_reason.is_empty());
+                    for (why, ids) in by_reason {
+                        out!(
+                            "note: {}: gate(s) {} skipped where it was verified: {why}",
+                            w.describe(),
+                            ids.join(", ")
+                        );
+                    }
+                }
                 Err(why) => problems.push(format!(
                     "tampered: {}: {dir}: {why}; run `cargo metainfer prepare --refresh`",
                     w.describe()
@@ -425,8 +445,14 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
         }
     }
     if problems.is_empty() {
+        let partly = match partly {
+            0 => String::new(),
+            n => format!(
+                " ({n} with gates that could not run where they were verified: the notes above)"
+            ),
+        };
         out!(
-            "metainfer: {ok} engine(s) referenced, every entry in {} is current and verified",
+            "metainfer: {ok} engine(s) referenced, every entry in {} is current and verified{partly}",
             env.cache.shown()
         );
         return Ok(true);

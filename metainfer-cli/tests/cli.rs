@@ -188,6 +188,42 @@ fn prepare_check_lists_missing_then_passes() {
 }
 
 #[test]
+fn prepare_check_names_gates_that_did_not_run_where_an_entry_was_verified() {
+    let ws = workspace();
+    let digest = Ckb::load(common::fixture_ckb_dir()).unwrap().digest();
+    let small = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "f32")]);
+    let eight = common::constraints(&[("model", "qwen2"), ("hw", "generic"), ("quant", "q8_0")]);
+    let mut cand = candidate(&small, "small");
+    let why = "this engine was generated for hw = x86_64-avx512 but the cpu lacks avx512f";
+    let gates = format!(
+        "passed = true\n\n[[gate]]\nid = \"e2e_tiny\"\nstatus = \"skipped\"\nreason = \"{why}\"\n\n\
+         [[gate]]\nid = \"kernels\"\nstatus = \"skipped\"\nreason = \"{why}\"\n\n\
+         [[gate]]\nid = \"tokenizer\"\nstatus = \"pass\"\n"
+    );
+    cand.files.insert("gates.toml".into(), gates.into_bytes());
+    let cache = Cache::new("cache", &ws.root);
+    cache.replace(&small, &digest, &cand).unwrap();
+    cache
+        .replace(&eight, &digest, &candidate(&eight, "eight"))
+        .unwrap();
+    let (ok, out, err) = metainfer(&ws.root, &["prepare", "--check"]);
+    assert!(ok, "{err}");
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("note: ")).collect();
+    assert_eq!(notes.len(), 1, "{out}");
+    assert!(
+        notes[0].ends_with(&format!(
+            "gate(s) e2e_tiny, kernels skipped where it was verified: {why}"
+        )),
+        "{out}"
+    );
+    assert!(notes[0].contains(&small.key()[..16]), "{out}");
+    assert!(
+        out.ends_with("2 engine(s) referenced, every entry in cache is current and verified (1 with gates that could not run where they were verified: the notes above)\n"),
+        "{out}"
+    );
+}
+
+#[test]
 fn prepare_check_reports_stale_tampered_and_invalid() {
     let ws = workspace();
     let (small, eight) = fill(&ws.root, "an older ckb");

@@ -131,6 +131,8 @@ if want tiny; then
     compare "$FIX/tiny-qwen2.gguf" 24 "$QWEN_ENGINES" "Hello world" "The quick brown fox"
     compare "$FIX/tiny-qwen2-awq" 24 "$QWEN_ENGINES" "Hello world"
     compare "$FIX/tiny-llama.gguf" 24 "sm_89 sm_89+--no-cuda-graph" "Hello world" "The quick brown fox"
+    # head dim 32 with embedding 96 and 2 heads: q narrower than the embedding (the q_dim buffers)
+    compare "$FIX/tiny-llama-head-dim.gguf" 24 "sm_89 sm_89+--no-cuda-graph" "Hello world"
 fi
 if want real; then
     if [[ -f "$QWEN" ]]; then

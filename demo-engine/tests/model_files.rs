@@ -53,6 +53,33 @@ fn tiny_model_generates_with_every_cpu_engine() {
 }
 
 #[test]
+fn llama_head_dim_from_the_file_gives_the_reference_greedy_ids() {
+    // tiny-llama-head-dim.gguf: head dim 32 from llama.attention.key_length, embedding 96 and 2
+    // heads; the reference's greedy ids (llama_ref.py) on every cpu llama engine
+    let text = std::fs::read_to_string(
+        common::root().join("ckb/gates/vectors/tiny_llama_head_dim_greedy.txt"),
+    )
+    .unwrap();
+    let rows: Vec<Vec<u32>> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split(',').map(|v| v.trim().parse().unwrap()).collect())
+        .collect();
+    let (prompt, want) = (&rows[0], &rows[1]);
+    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
+    for which in [Some(Which::Auto), avx2, Some(Which::Generic)]
+        .into_iter()
+        .flatten()
+    {
+        let mut m = load(&common::tiny_llama_head_dim(), which).unwrap();
+        let mut p = GenParams::greedy(want.len());
+        p.stop_at_eos = false;
+        let (got, _) = m.generate_ids(prompt, &p, &mut |_, _| true).unwrap();
+        assert_eq!(&got, want, "{which:?} ({})", m.name());
+    }
+}
+
+#[test]
 fn other_architecture_is_refused_with_what_differs() {
     let mut b = tiny_bytes();
     let at = after_string(&b, "general.architecture") + 4; // value type u32
@@ -187,7 +214,8 @@ fn tensor_type_not_compiled_in_is_refused() {
 #[test]
 fn parts_the_engines_lack_are_refused_by_every_engine() {
     // a tensor the family does not name (a qwen2 bias renamed), and rope on part of each head
-    // (tiny-llama's llama.rope.dimension_count of 32 set to 16): the cpu and the cuda engines
+    // (tiny-llama's llama.rope.dimension_count of 32 set to 16), values of another width than
+    // keys: the cpu and the cuda engines
     // (which read the file before they look for a GPU) each refuse them, naming the part
     let mut qwen2 = tiny_bytes();
     let at = after_string(&qwen2, "blk.0.attn_q.bias") - 11;
@@ -200,6 +228,15 @@ fn parts_the_engines_lack_are_refused_by_every_engine() {
         "the fixture's head dim"
     );
     llama[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
+    // values narrower than keys (the head-dim fixture's llama.attention.value_length 32 -> 16)
+    let mut values = std::fs::read(common::tiny_llama_head_dim()).unwrap();
+    let at = after_string(&values, "llama.attention.value_length") + 4;
+    assert_eq!(
+        values[at..at + 4],
+        32u32.to_le_bytes(),
+        "the fixture's head dim"
+    );
+    values[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
     let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
     let cuda = [Arch::Sm80, Arch::Sm89, Arch::Sm90].map(|a| Some(Which::Cuda(a)));
     for (bytes, name, part) in [
@@ -208,6 +245,11 @@ fn parts_the_engines_lack_are_refused_by_every_engine() {
             &llama,
             "llama-partial.gguf",
             "llama.rope.dimension_count is 16, not the head dim 32",
+        ),
+        (
+            &values,
+            "llama-values.gguf",
+            "llama.attention.value_length is 16, not the head dim 32",
         ),
     ] {
         for which in [Some(Which::Auto), avx2, Some(Which::Generic)]

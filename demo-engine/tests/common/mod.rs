@@ -54,6 +54,11 @@ pub fn tiny_llama() -> PathBuf {
     root().join("ckb/gates/fixtures/tiny-llama.gguf")
 }
 
+/// The llama fixture whose head dim (32, llama.attention.key_length) is not embedding / heads (48).
+pub fn tiny_llama_head_dim() -> PathBuf {
+    root().join("ckb/gates/fixtures/tiny-llama-head-dim.gguf")
+}
+
 /// The engine this machine runs best.
 pub fn which() -> demo_engine::Which {
     demo_engine::Which::Auto

@@ -286,7 +286,12 @@ pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
     if is_checkpoint(path) {
         return Ok(Family::Qwen2);
     }
-    match gguf_arch(path)?.as_str() {
+    family_named(path, &gguf_arch(path)?)
+}
+
+/// The family of a GGUF file whose `general.architecture` is `arch`.
+fn family_named(path: &std::path::Path, arch: &str) -> Result<Family, metainfer::Error> {
+    match arch {
         "qwen2" => Ok(Family::Qwen2),
         "llama" => Ok(Family::Llama),
         "gemma3" => Ok(Family::Gemma3),
@@ -406,7 +411,14 @@ fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
 /// Loads `path` with the chosen engine of the file's family (`family_of`): a checkpoint
 /// directory with the AWQ engines, anything else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
-    let family = family_of(path)?;
+    // one header scan gives the family and (for llama) the file type
+    let head = (!is_checkpoint(path))
+        .then(|| gguf_head(path))
+        .transpose()?;
+    let family = match &head {
+        Some(h) => family_named(path, &h.arch)?,
+        None => Family::Qwen2,
+    };
     if family == Family::Gemma3 {
         return Ok(match which {
             Which::Cuda(_) => {
@@ -433,7 +445,7 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                     fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine; demo-engine has no sm_80 llama engine".into(),
                 })
             }
-            _ if uses_avx2(which) && k_quant_llama(gguf_file_type(path)?) => {
+            _ if uses_avx2(which) && k_quant_llama(head.and_then(|h| h.file_type)) => {
                 Box::new(LlamaQ4k::load(path)?)
             }
             _ if uses_avx2(which) => Box::new(Smol::load(path)?),

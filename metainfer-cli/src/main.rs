@@ -19,7 +19,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use metainfer_build::cache::{Cache, CacheError};
+use metainfer_build::cache::{Cache, CacheError, Entry};
 use metainfer_build::scan::{scan_workspace, Reference};
 use metainfer_build::workspace::{display_path, workspace_root};
 use metainfer_build::{chain, ensure, BuildContext, Ckb, Constraints, Mode};
@@ -384,12 +384,13 @@ fn state(env: &Env, c: &Constraints, digest: &str) -> State {
 /// What a current entry's origin proves (`chain::provenance::check`): an entry of the
 /// deterministic implementers is re-derived from the ckb and compared byte for byte; one with
 /// LLM-written sections meets the code policy again.
-fn origin(env: &Env, ckb: &Ckb, c: &Constraints) -> Result<(), String> {
+fn origin(env: &Env, ckb: &Ckb, c: &Constraints) -> Result<Entry, String> {
     let entry = env
         .cache
         .open(&c.key(), Some(c))
         .map_err(|e| e.to_string())?;
-    chain::provenance::check(&entry, ckb)
+    chain::provenance::check(&entry, ckb)?;
+    Ok(entry)
 }
 
 fn prepare_check(env: &Env) -> anyhow::Result<bool> {
@@ -402,13 +403,9 @@ fn prepare_check(env: &Env) -> anyhow::Result<bool> {
         let dir = format!("{}/{key}", env.cache.shown());
         match state(env, &w.c, &digest) {
             State::Current => match origin(env, &ckb, &w.c) {
-                Ok(()) => {
+                Ok(entry) => {
                     ok += 1;
-                    let skipped = env
-                        .cache
-                        .open(&key, Some(&w.c))
-                        .map(|e| e.skipped_gates())
-                        .unwrap_or_default();
+                    let skipped = entry.skipped_gates();
                     // one line per reason: what did not run where the entry was verified
                     let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
                     for (id, why) in &skipped {

@@ -851,7 +851,7 @@ mod simd_avx2 {
 
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn hsum_f32x8(x: __m256) -> f32 {
         let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -864,7 +864,7 @@ mod simd_avx2 {
     // transposed so that one vector add serves four rows.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn hsum_f32x8_rows<const N: usize>(acc: [__m256; N]) -> [f32; N] {
         let mut out = [0f32; N];
         for (o, a) in out.chunks_exact_mut(4).zip(acc.chunks_exact(4)) {
@@ -885,7 +885,7 @@ mod simd_avx2 {
     // An 8-row tile's four token accumulators (lane r of acc[t]: row r, token t) as [row][token].
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn rows8x4(acc: [__m256; 4]) -> [[f32; 4]; 8] {
         let mut lanes = [[0f32; 8]; 4]; // [token][row]
         for (l, a) in lanes.iter_mut().zip(acc) {
@@ -897,7 +897,7 @@ mod simd_avx2 {
     // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
         let ax = _mm256_sign_epi8(x, x);
         let sy = _mm256_sign_epi8(y, x);
@@ -905,33 +905,21 @@ mod simd_avx2 {
         _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
     }
 
-    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
-    // fp16_to_f32 on eight lanes, AVX2 integer operations only).
+    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (F16C's vcvtph2ps:
+    // fp16_to_f32 on eight lanes; the AVX2 integer form it replaced cost the Q5_0 and Q8_0 gemvs
+    // about 10% of their block rate on Zen 3).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn f16x8_to_f32(h: __m128i) -> __m256 {
-        let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-        let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-        let two_w = _mm256_add_epi32(w, w);
-        let normalized = _mm256_mul_ps(
-            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-            _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-        );
-        let denormalized = _mm256_sub_ps(
-            _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-            _mm256_set1_ps(0.5),
-        );
-        let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-        let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-        _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+        _mm256_cvtph_ps(h)
     }
 
     // The f16 scales (bits `d(k)`, k < m) of up to eight blocks as f32 in eight lanes (lanes >= m
     // are 0), converted at once.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn f16x8_scales(m: usize, d: impl Fn(usize) -> [u8; 2]) -> __m256 {
         let h = if m >= 8 {
             let d = |k: usize| i16::from_le_bytes(d(k));
@@ -950,7 +938,7 @@ mod simd_avx2 {
     // The first min(8, v.len()) values of v in eight f32 lanes (lanes past them are 0).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn f32x8_head(v: &[f32]) -> __m256 {
         if v.len() >= 8 {
             _mm256_loadu_ps(v.as_ptr())
@@ -965,7 +953,7 @@ mod simd_avx2 {
     /// four readable bytes at `p`.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn bcast4(p: *const i8) -> __m256i {
         _mm256_set1_epi32((p as *const i32).read_unaligned())
     }
@@ -975,7 +963,7 @@ mod simd_avx2 {
     /// transpose of i32 lanes: pairs, then quads, then halves.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
         let t: [__m256i; 8] = std::array::from_fn(|i| {
             let (a, b) = (q[i & !1], q[i | 1]); // rows i, i + 1 (i even): lanes (0, 1 | 4, 5), (2, 3 | 6, 7)
@@ -1232,18 +1220,18 @@ mod vec_ops {
 
     // The lane code compiled with AVX2 and FMA: vectorized 8-wide, the fmas instructions.
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
         swiglu_lanes(gate, up)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round_f16);
         head(q, hd, kv, one, widen_f16, [k32, (scores8, accumulate_l::<8>, round_f16)], out)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
         heads::<8>(q, hd, spans, kv, widen_f16, (scores8, accumulate_l::<8>, round_f16), out)
     }
@@ -1252,7 +1240,7 @@ mod vec_ops {
     // scale, two rows at a time: 2Q independent 8-lane sums, each row strip loaded once for the Q
     // queries; the lanes folded as dot::<8> folds them, t = lo + hi, (t0 + t2) + (t1 + t3). Each
     // product is of two f16 values (exact in f32), so an fma adds what `r + x * y` adds.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn scores8_tile<const Q: usize>(q: *const f32, hd: usize, k: *const f32, n: usize, scale: f32, p: *mut f32, w: usize) {
         use std::arch::x86_64::*;
         for i in (0..n).step_by(2) {
@@ -1297,7 +1285,7 @@ mod vec_ops {
     // time: per lane the 2Q accumulators stay in registers down every group, and each strip of a row
     // is loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
     // their product exact in f32).
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn accumulate_tile<const Q: usize, const L: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
         use std::arch::x86_64::*;
         for (l, c) in (0..L).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
@@ -1579,7 +1567,7 @@ mod flash_attn {
     // FMA enabled (vectorized 8-wide), the f16 conversions vec_ops' F16C ones.
 
     // A rows by 16 lanes (two registers) of the tile product: acc += b · m[k] by fma, k in order.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn mac_tile_avx2<const A: usize>(c: *mut f32, m: *const f32, rp: usize, b: *const f32, (sa, sk): (usize, usize), nk: usize) {
         use std::arch::x86_64::*;
         let mut acc: [[__m256; 2]; A] = std::array::from_fn(|a| [_mm256_loadu_ps(c.add(a * rp)), _mm256_loadu_ps(c.add(a * rp + 8))]);
@@ -1644,7 +1632,7 @@ mod dot_f32 {
     // ggml's GGML_F32x8_REDUCE of four accumulators.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn f32_reduce4(s: [__m256; 4]) -> f64 {
         let s0 = _mm256_add_ps(s[0], s[2]);
         let s1 = _mm256_add_ps(s[1], s[3]);
@@ -1654,9 +1642,9 @@ mod dot_f32 {
         _mm_cvtss_f32(_mm_hadd_ps(t1, t1)) as f64
     }
 
-    /// row . x for an F32 row (row.len() = 4 * x.len()). Requires AVX2 and FMA.
+    /// row . x for an F32 row (row.len() = 4 * x.len()). Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_f32_avx2(row: &[u8], x: &Act) -> f32 {
         let a = &x.f32[..];
         let n = a.len();
@@ -1952,7 +1940,7 @@ mod dot_q6_k {
     /// groups summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales. Requires
     /// AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot8x4_q6_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         dot8x4_q6_k(rows, xs, |base, y| unsafe {
             let mut s = [_mm256_setzero_si256(); 4];
@@ -1987,7 +1975,7 @@ mod dot_q6_k {
     // i16 x 16 of scales[2i] (x8) and scales[2i+1] (x8).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q6_k_scale_pair(scales: __m128i, i: i64) -> __m256i {
         let shuf = _mm_set_epi64x(0x0101010101010101 * (2 * i + 1), 0x0101010101010101 * (2 * i));
         _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, shuf))
@@ -1997,7 +1985,7 @@ mod dot_q6_k {
     // ggml's AVX2 kernel does (for k in a loop that unrolls, the shifts are constants).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q6_k_quants(b: &BlockQ6K, k: usize) -> __m256i {
         let (h, j) = (k / 4, k % 4);
         let lo = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32 * (j % 2)) as *const __m256i);
@@ -2007,9 +1995,9 @@ mod dot_q6_k {
         _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4))
     }
 
-    /// row . x for a Q6_K row; reads x's Q8_K form. Requires AVX2 and FMA.
+    /// row . x for a Q6_K row; reads x's Q8_K form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
         let w = q6_k_blocks(row);
         let a = &x.q8_k[..];
@@ -2043,9 +2031,9 @@ mod dot_q6_k {
     /// value order) with row r's four quants + 32 (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the
     /// i16 scale of sub-block s (values 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte
     /// 2560 + 32i the scales of sub-blocks 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r]
-    /// is row r's d as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
+    /// is row r's d as f32. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         let w = rows.map(q6_k_blocks);
         let n = w[0].len();
@@ -2150,22 +2138,22 @@ mod dot_q8_0 {
     // 32 products are summed pairwise into eight i32 lanes (maddubs on |w| and sign-adjusted x, then
     // madd), converted to f32 and accumulated with one fma by d_w*d_x into eight f32 lanes; the lanes
     // are reduced at the end (hsum_float_8). The scales of eight blocks are converted and multiplied at once
-    // (AVX2 integer f16 conversion, the activation's scales precomputed as f32); the fma chain keeps
+    // (F16C, the activation's scales precomputed as f32); the fma chain keeps
     // ggml's block order, so the result is bitwise that of llama.cpp's AVX2 path.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+    /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
         dot_rows_q8_0_avx2([row], x)[0]
     }
 
     /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0_avx2 of four rows.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
         dot_rows_q8_0_avx2(rows, x)
     }
@@ -2173,9 +2161,9 @@ mod dot_q8_0 {
     /// rows[r] . x for N Q8_0 rows (the gemv takes four at a time: each activation block is loaded
     /// once for the four, one call and one reduction serve them); per row the operations and their
     /// order are those of one row, so rows[r]'s result is bitwise dot_q8_0_avx2(rows[r], x).
-    /// Requires AVX2 and FMA.
+    /// Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
         let w = rows.map(q8_0_blocks);
         let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
@@ -2208,9 +2196,9 @@ mod dot_q8_0 {
     /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
     /// (and its |w| formed) once and dotted with the four tokens; per token the float operations
     /// are those of dot_q8_0_avx2 in the same order, so result t is bitwise dot_q8_0_avx2(row, xs[t]).
-    /// Requires AVX2 and FMA.
+    /// Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
         let w = q8_0_blocks(row);
         for x in xs {
@@ -2870,7 +2858,8 @@ mod weights_decoder {
             let head_dim = key_length.unwrap_or(n_embd / n_head);
             let rope_theta = g.get_f32(K_ROPE_THETA)?;
             if head_dim == 0 || head_dim % 2 != 0 {
-                return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
+                let key = K_HEAD_DIM.filter(|_| key_length.is_some()).unwrap_or(K_N_HEAD); // where it came from
+                return Err(rt::Error::format(key, format!("head dim {head_dim} must be even for rope")));
             }
             // rope on part of a head, or scaled (llama.cpp reads the factor as linear scaling without a type)
             let rope = |k: &str| format!("{MODEL_ARCH}.rope.{k}");

@@ -851,7 +851,7 @@ mod simd_avx2 {
 
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn hsum_f32x8(x: __m256) -> f32 {
         let mut r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -864,7 +864,7 @@ mod simd_avx2 {
     // transposed so that one vector add serves four rows.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn hsum_f32x8_rows<const N: usize>(acc: [__m256; N]) -> [f32; N] {
         let mut out = [0f32; N];
         for (o, a) in out.chunks_exact_mut(4).zip(acc.chunks_exact(4)) {
@@ -885,7 +885,7 @@ mod simd_avx2 {
     // An 8-row tile's four token accumulators (lane r of acc[t]: row r, token t) as [row][token].
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn rows8x4(acc: [__m256; 4]) -> [[f32; 4]; 8] {
         let mut lanes = [[0f32; 8]; 4]; // [token][row]
         for (l, a) in lanes.iter_mut().zip(acc) {
@@ -897,7 +897,7 @@ mod simd_avx2 {
     // Eight i32 lane sums of products of signed bytes, as f32 (lane k = bytes 4k..4k+4).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
         let ax = _mm256_sign_epi8(x, x);
         let sy = _mm256_sign_epi8(y, x);
@@ -905,33 +905,21 @@ mod simd_avx2 {
         _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
     }
 
-    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (the algorithm of
-    // fp16_to_f32 on eight lanes, AVX2 integer operations only).
+    // Eight f16 values (the u16 lanes of h) to f32, exactly for every input (F16C's vcvtph2ps:
+    // fp16_to_f32 on eight lanes; the AVX2 integer form it replaced cost the Q5_0 and Q8_0 gemvs
+    // about 10% of their block rate on Zen 3).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn f16x8_to_f32(h: __m128i) -> __m256 {
-        let w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-        let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-        let two_w = _mm256_add_epi32(w, w);
-        let normalized = _mm256_mul_ps(
-            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-            _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-        );
-        let denormalized = _mm256_sub_ps(
-            _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-            _mm256_set1_ps(0.5),
-        );
-        let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-        let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-        _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+        _mm256_cvtph_ps(h)
     }
 
     // The f16 scales (bits `d(k)`, k < m) of up to eight blocks as f32 in eight lanes (lanes >= m
     // are 0), converted at once.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn f16x8_scales(m: usize, d: impl Fn(usize) -> [u8; 2]) -> __m256 {
         let h = if m >= 8 {
             let d = |k: usize| i16::from_le_bytes(d(k));
@@ -950,7 +938,7 @@ mod simd_avx2 {
     // The first min(8, v.len()) values of v in eight f32 lanes (lanes past them are 0).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn f32x8_head(v: &[f32]) -> __m256 {
         if v.len() >= 8 {
             _mm256_loadu_ps(v.as_ptr())
@@ -965,7 +953,7 @@ mod simd_avx2 {
     /// four readable bytes at `p`.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn bcast4(p: *const i8) -> __m256i {
         _mm256_set1_epi32((p as *const i32).read_unaligned())
     }
@@ -975,7 +963,7 @@ mod simd_avx2 {
     /// transpose of i32 lanes: pairs, then quads, then halves.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn interleave8(q: [__m256i; 8], out: &mut [DecLine]) {
         let t: [__m256i; 8] = std::array::from_fn(|i| {
             let (a, b) = (q[i & !1], q[i | 1]); // rows i, i + 1 (i even): lanes (0, 1 | 4, 5), (2, 3 | 6, 7)
@@ -1232,18 +1220,18 @@ mod vec_ops {
 
     // The lane code compiled with AVX2 and FMA: vectorized 8-wide, the fmas instructions.
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
         swiglu_lanes(gate, up)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
         let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round_f16);
         head(q, hd, kv, one, widen_f16, [k32, (scores8, accumulate_l::<8>, round_f16)], out)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
         heads::<8>(q, hd, spans, kv, widen_f16, (scores8, accumulate_l::<8>, round_f16), out)
     }
@@ -1252,7 +1240,7 @@ mod vec_ops {
     // scale, two rows at a time: 2Q independent 8-lane sums, each row strip loaded once for the Q
     // queries; the lanes folded as dot::<8> folds them, t = lo + hi, (t0 + t2) + (t1 + t3). Each
     // product is of two f16 values (exact in f32), so an fma adds what `r + x * y` adds.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn scores8_tile<const Q: usize>(q: *const f32, hd: usize, k: *const f32, n: usize, scale: f32, p: *mut f32, w: usize) {
         use std::arch::x86_64::*;
         for i in (0..n).step_by(2) {
@@ -1297,7 +1285,7 @@ mod vec_ops {
     // time: per lane the 2Q accumulators stay in registers down every group, and each strip of a row
     // is loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
     // their product exact in f32).
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn accumulate_tile<const Q: usize, const L: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
         use std::arch::x86_64::*;
         for (l, c) in (0..L).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {
@@ -1579,7 +1567,7 @@ mod flash_attn {
     // FMA enabled (vectorized 8-wide), the f16 conversions vec_ops' F16C ones.
 
     // A rows by 16 lanes (two registers) of the tile product: acc += b · m[k] by fma, k in order.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn mac_tile_avx2<const A: usize>(c: *mut f32, m: *const f32, rp: usize, b: *const f32, (sa, sk): (usize, usize), nk: usize) {
         use std::arch::x86_64::*;
         let mut acc: [[__m256; 2]; A] = std::array::from_fn(|a| [_mm256_loadu_ps(c.add(a * rp)), _mm256_loadu_ps(c.add(a * rp + 8))]);
@@ -1644,7 +1632,7 @@ mod dot_f32 {
     // ggml's GGML_F32x8_REDUCE of four accumulators.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn f32_reduce4(s: [__m256; 4]) -> f64 {
         let s0 = _mm256_add_ps(s[0], s[2]);
         let s1 = _mm256_add_ps(s[1], s[3]);
@@ -1654,9 +1642,9 @@ mod dot_f32 {
         _mm_cvtss_f32(_mm_hadd_ps(t1, t1)) as f64
     }
 
-    /// row . x for an F32 row (row.len() = 4 * x.len()). Requires AVX2 and FMA.
+    /// row . x for an F32 row (row.len() = 4 * x.len()). Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_f32_avx2(row: &[u8], x: &Act) -> f32 {
         let a = &x.f32[..];
         let n = a.len();
@@ -1770,9 +1758,9 @@ mod dot_q4_k {
     /// rows[r] . xs[t] for eight rows decoded by decode8_q4_k_avx2 (avx2.rs) and four activations
     /// (prefill): dot8x4_q4_k with S_p from one maddubs per quant group and token serving the eight
     /// rows, the eight groups of a sub-block summed in i16 (|sum| <= 8 * 2 * 15 * 127 < 2^15) before
-    /// madd with the scales. Requires AVX2 and FMA.
+    /// madd with the scales. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot8x4_q4_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         dot8x4_q4_k(rows, xs, |base, y, p| unsafe {
             let mut s = [_mm256_setzero_si256(); 4];
@@ -1810,7 +1798,7 @@ mod dot_q4_k {
     // unpacking of get_scale_min_k4).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q4_k_scales_mins(s: &[u8; 12]) -> __m256i {
         const KMASK1: u32 = 0x3f3f3f3f;
         const KMASK2: u32 = 0x0f0f0f0f;
@@ -1829,15 +1817,15 @@ mod dot_q4_k {
     // [d, dmin] of a block (adjacent f16 fields) as f32, exactly, in lanes 0 and 1.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q4_k_d_dmin(b: &BlockQ4K) -> __m128 {
         let dh = _mm_cvtsi32_si128(i32::from_le_bytes([b.d[0], b.d[1], b.dmin[0], b.dmin[1]]));
         _mm256_castps256_ps128(f16x8_to_f32(dh))
     }
 
-    /// row . x for a Q4_K row; reads x's Q8_K form. Requires AVX2 and FMA.
+    /// row . x for a Q4_K row; reads x's Q8_K form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q4_k_avx2(row: &[u8], x: &Act) -> f32 {
         let w = q4_k_blocks(row);
         let a = &x.q8_k[..];
@@ -1892,9 +1880,9 @@ mod dot_q4_k {
     /// value order) with row r's four quants (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16
     /// scale of sub-block j, row r's in i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of
     /// sub-blocks 2p and 2p + 1, row r's in i16 lanes 2r and 2r + 1. d[16k + r] is row r's d,
-    /// d[16k + 8 + r] its dmin, as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
+    /// d[16k + 8 + r] its dmin, as f32. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         let w = rows.map(q4_k_blocks);
         let n = w[0].len();
@@ -2038,9 +2026,9 @@ mod dot_q5_0 {
     /// Decodes eight Q5_0 rows for dot8x4_q5_0_avx2. Layout: block k takes lines 4k..4k + 4, where
     /// quant group j (values 4j..4j + 4) is the 32 bytes at byte 32j: row r's four quants + 16
     /// (0..=31, unsigned, as maddubs wants its first operand) at bytes 4r..4r + 4; d[8k + r] is row
-    /// r's f32 scale of block k. The buffers of `out` are reused. Requires AVX2 and FMA.
+    /// r's f32 scale of block k. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         decode8_q5_0(rows, out, |b| unsafe { q5_0_decode(b) })
     }
@@ -2049,9 +2037,9 @@ mod dot_q5_0 {
     /// dot8x4_q5_0 with, per block and token, one maddubs per quant group (the token's four quants
     /// broadcast) serving the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 <
     /// 2^15) and widened with madd onto the token's q8_0_neg16_sum, which takes back the + 16. That
-    /// is the contract's block order, not dot_q5_0_avx2's eight lane sums. Requires AVX2 and FMA.
+    /// is the contract's block order, not dot_q5_0_avx2's eight lane sums. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         let ones = _mm256_set1_epi16(1);
         dot8x4_q5_0(rows, xs, |lines, k| unsafe {
@@ -2077,9 +2065,8 @@ mod dot_q5_0 {
     // `nibble | (bit ? 0x10 : 0)`; then ggml's eight i32 lane sums of products with the Q8_0 quants,
     // exactly (maddubs of the unsigned bytes, one op fewer than ggml's sign trick, plus the
     // activation's q8_0_neg16, -16 x each four-quant sum), converted to f32 and accumulated with one
-    // fma by d_w*d_x. The scales of eight blocks are
-    // converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
-    // precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
+    // fma by d_w*d_x. The scales of eight blocks are converted and multiplied at once (F16C, the
+    // activation's scales precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
     // path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
     // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs,
     // and its VNNI form in avx512.rs).
@@ -2087,50 +2074,52 @@ mod dot_q5_0 {
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    // The 32 nibbles of a block as bytes, in value order (low nibbles, then high ones).
+    // The 32 nibbles of a block as bytes, in value order (low nibbles, then high ones): the 16 bytes
+    // loaded into both halves (a load, no shuffle), the upper half's shifted by 4, masked.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q5_0_nibbles(b: &BlockQ5_0) -> __m256i {
-        let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-        _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp))
+        let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.qs.as_ptr() as *const __m128i));
+        _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)))
     }
 
     // The 32 quants of a block + 16 (0..=31, unsigned, as maddubs wants its first operand) as bytes,
     // in value order: nibble | 0x10 where the value's bit of qh is set.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q5_0_decode(b: &BlockQ5_0) -> __m256i {
         let qx = q5_0_nibbles(b);
         // Byte k = 0xFF where bit k of qh is set: broadcast qh, pick byte k/8 into byte k, then test
-        // bit k%8 by or-ing every other bit in and comparing with all ones.
+        // bit k%8 with one mask (and, compare with the mask: a constant register fewer than ggml's or
+        // with the other bits and compare with all ones).
         let qh = i32::from_le_bytes(b.qh);
         let shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
         let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), shuf);
-        let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-        let hbits = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+        let bit = _mm256_set1_epi64x(0x8040201008040201u64 as i64);
+        let hbits = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
         _mm256_or_si256(qx, _mm256_and_si256(hbits, _mm256_set1_epi8(0x10)))
     }
 
-    /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+    /// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
         dot_rows_q5_0_avx2([row], x)[0]
     }
 
     /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q5_0_avx2 of four rows.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_rows4_q5_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
         dot_rows_q5_0_avx2(rows, x)
     }
 
     /// dot_rows_q5_0 with AVX2's block sums: (q + 16) . y by maddubs (no saturation: 2 * 31 * 127 <
-    /// 2^15) and madd, plus the activation's -16 * Σ y. Requires AVX2 and FMA.
+    /// 2^15) and madd, plus the activation's -16 * Σ y. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot_rows_q5_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
         dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1)), n16) })
     }
@@ -2152,7 +2141,9 @@ mod dot_q5_0 {
         let mut acc = [_mm256_setzero_ps(); N];
         // Eight blocks per step: their eight scale products are formed at once and parked on the
         // stack, then broadcast from there block by block (a load rather than a lane permute on the
-        // vector ports); each row's fma chain is in block order.
+        // vector ports: black_box keeps the compiler from forwarding the stored lanes through two
+        // shuffles per block, and the registers it held them in go to the constants); each row's fma
+        // chain is in block order.
         let mut dd = [[0f32; 8]; N];
         let groups = a.chunks(8).zip(ad.chunks(8)).zip(x.q8_0_neg16.chunks(8));
         for (g, ((ab, adb), ng)) in groups.enumerate() {
@@ -2161,6 +2152,7 @@ mod dot_q5_0 {
                 let wb = &w[r][8 * g..8 * g + n];
                 _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
             }
+            std::hint::black_box(&mut dd);
             for (k, (y, neg16)) in ab.iter().zip(ng).enumerate() {
                 let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
                 let n16 = _mm256_loadu_si256(neg16.as_ptr() as *const __m256i);
@@ -2300,7 +2292,7 @@ mod dot_q6_k {
     /// groups summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales. Requires
     /// AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot8x4_q6_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
         dot8x4_q6_k(rows, xs, |base, y| unsafe {
             let mut s = [_mm256_setzero_si256(); 4];
@@ -2335,7 +2327,7 @@ mod dot_q6_k {
     // i16 x 16 of scales[2i] (x8) and scales[2i+1] (x8).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q6_k_scale_pair(scales: __m128i, i: i64) -> __m256i {
         let shuf = _mm_set_epi64x(0x0101010101010101 * (2 * i + 1), 0x0101010101010101 * (2 * i));
         _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, shuf))
@@ -2345,7 +2337,7 @@ mod dot_q6_k {
     // ggml's AVX2 kernel does (for k in a loop that unrolls, the shifts are constants).
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q6_k_quants(b: &BlockQ6K, k: usize) -> __m256i {
         let (h, j) = (k / 4, k % 4);
         let lo = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32 * (j % 2)) as *const __m256i);
@@ -2355,9 +2347,9 @@ mod dot_q6_k {
         _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4))
     }
 
-    /// row . x for a Q6_K row; reads x's Q8_K form. Requires AVX2 and FMA.
+    /// row . x for a Q6_K row; reads x's Q8_K form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
         let w = q6_k_blocks(row);
         let a = &x.q8_k[..];
@@ -2391,9 +2383,9 @@ mod dot_q6_k {
     /// value order) with row r's four quants + 32 (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the
     /// i16 scale of sub-block s (values 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte
     /// 2560 + 32i the scales of sub-blocks 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r]
-    /// is row r's d as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
+    /// is row r's d as f32. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
         let w = rows.map(q6_k_blocks);
         let n = w[0].len();
@@ -2498,22 +2490,22 @@ mod dot_q8_0 {
     // 32 products are summed pairwise into eight i32 lanes (maddubs on |w| and sign-adjusted x, then
     // madd), converted to f32 and accumulated with one fma by d_w*d_x into eight f32 lanes; the lanes
     // are reduced at the end (hsum_float_8). The scales of eight blocks are converted and multiplied at once
-    // (AVX2 integer f16 conversion, the activation's scales precomputed as f32); the fma chain keeps
+    // (F16C, the activation's scales precomputed as f32); the fma chain keeps
     // ggml's block order, so the result is bitwise that of llama.cpp's AVX2 path.
 
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
 
-    /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+    /// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
         dot_rows_q8_0_avx2([row], x)[0]
     }
 
     /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0_avx2 of four rows.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
         dot_rows_q8_0_avx2(rows, x)
     }
@@ -2521,9 +2513,9 @@ mod dot_q8_0 {
     /// rows[r] . x for N Q8_0 rows (the gemv takes four at a time: each activation block is loaded
     /// once for the four, one call and one reduction serve them); per row the operations and their
     /// order are those of one row, so rows[r]'s result is bitwise dot_q8_0_avx2(rows[r], x).
-    /// Requires AVX2 and FMA.
+    /// Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
         let w = rows.map(q8_0_blocks);
         let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
@@ -2556,9 +2548,9 @@ mod dot_q8_0 {
     /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
     /// (and its |w| formed) once and dotted with the four tokens; per token the float operations
     /// are those of dot_q8_0_avx2 in the same order, so result t is bitwise dot_q8_0_avx2(row, xs[t]).
-    /// Requires AVX2 and FMA.
+    /// Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
         let w = q8_0_blocks(row);
         for x in xs {
@@ -3232,7 +3224,8 @@ mod weights_decoder {
             let head_dim = key_length.unwrap_or(n_embd / n_head);
             let rope_theta = g.get_f32(K_ROPE_THETA)?;
             if head_dim == 0 || head_dim % 2 != 0 {
-                return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
+                let key = K_HEAD_DIM.filter(|_| key_length.is_some()).unwrap_or(K_N_HEAD); // where it came from
+                return Err(rt::Error::format(key, format!("head dim {head_dim} must be even for rope")));
             }
             // rope on part of a head, or scaled (llama.cpp reads the factor as linear scaling without a type)
             let rope = |k: &str| format!("{MODEL_ARCH}.rope.{k}");

@@ -271,6 +271,31 @@ fn parts_the_engines_lack_are_refused_by_every_engine() {
 }
 
 #[test]
+fn an_odd_head_dim_is_refused_naming_the_key_it_came_from() {
+    // the head-dim fixture's llama.attention.key_length 32 -> 33: rope needs an even head dim,
+    // and the error names the key the file gave it (not attention.head_count)
+    let mut keys = std::fs::read(common::tiny_llama_head_dim()).unwrap();
+    let at = after_string(&keys, "llama.attention.key_length") + 4;
+    assert_eq!(
+        keys[at..at + 4],
+        32u32.to_le_bytes(),
+        "the fixture's head dim"
+    );
+    keys[at..at + 4].copy_from_slice(&33u32.to_le_bytes());
+    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
+    for which in [Some(Which::Auto), avx2, Some(Which::Generic)]
+        .into_iter()
+        .flatten()
+    {
+        let msg = load_err(&keys, "llama-odd-head-dim.gguf", which);
+        assert!(
+            msg.contains("llama.attention.key_length") && msg.contains("head dim 33 must be even"),
+            "{which:?}: {msg}"
+        );
+    }
+}
+
+#[test]
 fn truncated_and_garbage_files_are_format_errors() {
     let b = tiny_bytes();
     for cut in [0, 3, 7, 23, 100, 4096, b.len() / 2, b.len() - 1] {

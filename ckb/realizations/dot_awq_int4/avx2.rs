@@ -6,9 +6,9 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// row . x for an AWQ_INT4 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+/// row . x for an AWQ_INT4 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_awq_int4_avx2(row: &[u8], x: &Act) -> f32 {
     let w = awq_int4_blocks(row);
     let a = &x.q8_0[..];

@@ -9,14 +9,14 @@ use std::arch::x86_64::*;
 // Eight bf16 values at p (unaligned) to f32 (exact: a 16-bit shift).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn bf16_load8(p: *const u8) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i)), 16))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn bf16_reduce_add(x: __m256) -> f32 {
     let x128 = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
     let x64 = _mm_add_ps(x128, _mm_movehl_ps(x128, x128));
@@ -24,9 +24,9 @@ unsafe fn bf16_reduce_add(x: __m256) -> f32 {
     _mm_cvtss_f32(x32)
 }
 
-/// row . x for a BF16 row (row.len() = 2 * x.len()); reads x's BF16 form. Requires AVX2 and FMA.
+/// row . x for a BF16 row (row.len() = 2 * x.len()); reads x's BF16 form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_bf16_avx2(row: &[u8], x: &Act) -> f32 {
     let a = &x.bf16[..];
     let n = a.len();

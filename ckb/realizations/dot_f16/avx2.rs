@@ -1,14 +1,13 @@
 // AVX2 F16 dot in the order of ggml's AVX ggml_vec_dot_f16 (weights f16, activation rounded to
 // f16): four 8-lane fma accumulators over steps of 32 values, ggml's reduction to f64, leftovers
-// added one by one in f64. The f16 -> f32 conversion is done with AVX2 integer operations (exact
-// for all inputs), so only AVX2 and FMA are required (not F16C).
+// added one by one in f64. The f16 -> f32 conversion is F16C's (exact for all inputs).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f16_reduce4(s: [__m256; 4]) -> f64 {
     let s0 = _mm256_add_ps(s[0], s[2]);
     let s1 = _mm256_add_ps(s[1], s[3]);
@@ -18,32 +17,17 @@ unsafe fn f16_reduce4(s: [__m256; 4]) -> f64 {
     _mm_cvtss_f32(_mm_hadd_ps(t1, t1)) as f64
 }
 
-// Eight f16 values at p (unaligned) to f32, exactly (the same algorithm as fp16_to_f32).
+// Eight f16 values at p (unaligned) to f32, exactly (F16C's vcvtph2ps: fp16_to_f32 on every lane).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f16_load8(p: *const u8) -> __m256 {
-    let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
-    let w = _mm256_slli_epi32(h, 16);
-    let sign = _mm256_and_si256(w, _mm256_set1_epi32(0x8000_0000u32 as i32));
-    let two_w = _mm256_add_epi32(w, w);
-    let normalized = _mm256_mul_ps(
-        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_srli_epi32(two_w, 4), _mm256_set1_epi32(0xE0 << 23))),
-        _mm256_castsi256_ps(_mm256_set1_epi32(0x0780_0000)),
-    );
-    let denormalized = _mm256_sub_ps(
-        _mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(two_w, 17), _mm256_set1_epi32(126 << 23))),
-        _mm256_set1_ps(0.5),
-    );
-    // two_w < 2^27  <=>  (w & 0x7fffffff) < 2^26 (both sides non-negative as i32).
-    let is_den = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << 26), _mm256_and_si256(w, _mm256_set1_epi32(0x7fff_ffff)));
-    let r = _mm256_blendv_ps(normalized, denormalized, _mm256_castsi256_ps(is_den));
-    _mm256_or_ps(r, _mm256_castsi256_ps(sign))
+    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
 }
 
-/// row . x for an F16 row (row.len() = 2 * x.len()); reads x's F16 form. Requires AVX2 and FMA.
+/// row . x for an F16 row (row.len() = 2 * x.len()); reads x's F16 form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_f16_avx2(row: &[u8], x: &Act) -> f32 {
     let a = &x.f16[..];
     let n = a.len();

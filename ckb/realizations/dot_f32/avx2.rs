@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 // ggml's GGML_F32x8_REDUCE of four accumulators.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f32_reduce4(s: [__m256; 4]) -> f64 {
     let s0 = _mm256_add_ps(s[0], s[2]);
     let s1 = _mm256_add_ps(s[1], s[3]);
@@ -18,9 +18,9 @@ unsafe fn f32_reduce4(s: [__m256; 4]) -> f64 {
     _mm_cvtss_f32(_mm_hadd_ps(t1, t1)) as f64
 }
 
-/// row . x for an F32 row (row.len() = 4 * x.len()). Requires AVX2 and FMA.
+/// row . x for an F32 row (row.len() = 4 * x.len()). Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_f32_avx2(row: &[u8], x: &Act) -> f32 {
     let a = &x.f32[..];
     let n = a.len();

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 // 16 bytes of nibbles -> 32 bytes: low nibbles in bytes 0..16, high nibbles in bytes 16..32.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0_bytes_from_nibbles_32(p: *const u8) -> __m256i {
     let tmp = _mm_loadu_si128(p as *const __m128i);
     let bytes = _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp);
@@ -20,16 +20,16 @@ unsafe fn q4_0_bytes_from_nibbles_32(p: *const u8) -> __m256i {
 // acc + d * (the eight i32 lane sums of block b . block y, as f32).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0_step(acc: __m256, d: __m256, b: &BlockQ4_0, y: &BlockQ8_0) -> __m256 {
     let qx = _mm256_sub_epi8(q4_0_bytes_from_nibbles_32(b.qs.as_ptr()), _mm256_set1_epi8(8));
     let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
     _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
 }
 
-/// row . x for a Q4_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+/// row . x for a Q4_0 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_q4_0_avx2(row: &[u8], x: &Act) -> f32 {
     let w = q4_0_blocks(row);
     let a = &x.q8_0[..];

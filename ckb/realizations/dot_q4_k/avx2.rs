@@ -15,7 +15,7 @@ use std::arch::x86_64::*;
 // unpacking of get_scale_min_k4).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_scales_mins(s: &[u8; 12]) -> __m256i {
     const KMASK1: u32 = 0x3f3f3f3f;
     const KMASK2: u32 = 0x0f0f0f0f;
@@ -34,15 +34,15 @@ unsafe fn q4_k_scales_mins(s: &[u8; 12]) -> __m256i {
 // [d, dmin] of a block (adjacent f16 fields) as f32, exactly, in lanes 0 and 1.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_d_dmin(b: &BlockQ4K) -> __m128 {
     let dh = _mm_cvtsi32_si128(i32::from_le_bytes([b.d[0], b.d[1], b.dmin[0], b.dmin[1]]));
     _mm256_castps256_ps128(f16x8_to_f32(dh))
 }
 
-/// row . x for a Q4_K row; reads x's Q8_K form. Requires AVX2 and FMA.
+/// row . x for a Q4_K row; reads x's Q8_K form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_q4_k_avx2(row: &[u8], x: &Act) -> f32 {
     let w = q4_k_blocks(row);
     let a = &x.q8_k[..];
@@ -97,9 +97,9 @@ const Q4_K_TILE_LINES: usize = 38;
 /// value order) with row r's four quants (0..=15) at bytes 4r..4r + 4; at byte 2048 + 32j the i16
 /// scale of sub-block j, row r's in i16 lanes 2r and 2r + 1; at byte 2304 + 32p the mins of
 /// sub-blocks 2p and 2p + 1, row r's in i16 lanes 2r and 2r + 1. d[16k + r] is row r's d,
-/// d[16k + 8 + r] its dmin, as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
+/// d[16k + 8 + r] its dmin, as f32. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn decode8_q4_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     let w = rows.map(q4_k_blocks);
     let n = w[0].len();

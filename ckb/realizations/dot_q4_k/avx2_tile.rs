@@ -8,9 +8,9 @@
 /// rows[r] . xs[t] for eight rows decoded by decode8_q4_k_avx2 (avx2.rs) and four activations
 /// (prefill): dot8x4_q4_k with S_p from one maddubs per quant group and token serving the eight
 /// rows, the eight groups of a sub-block summed in i16 (|sum| <= 8 * 2 * 15 * 127 < 2^15) before
-/// madd with the scales. Requires AVX2 and FMA.
+/// madd with the scales. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot8x4_q4_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
     dot8x4_q4_k(rows, xs, |base, y, p| unsafe {
         let mut s = [_mm256_setzero_si256(); 4];

@@ -11,7 +11,7 @@
 /// each product and the sum are integers below 2^23), so the results are the bits of
 /// dot8x4_q4_k_avx2. Requires AVX2, FMA and AVX-512 F + VL + VNNI.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(crate) unsafe fn dot8x4_q4_k_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
     dot8x4_q4_k(rows, xs, |base, y, p| unsafe {
         // a[h][t]: A_2p+h of token t; the two sub-blocks' groups interleaved (eight chains)

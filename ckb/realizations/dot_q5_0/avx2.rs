@@ -3,9 +3,8 @@
 // `nibble | (bit ? 0x10 : 0)`; then ggml's eight i32 lane sums of products with the Q8_0 quants,
 // exactly (maddubs of the unsigned bytes, one op fewer than ggml's sign trick, plus the
 // activation's q8_0_neg16, -16 x each four-quant sum), converted to f32 and accumulated with one
-// fma by d_w*d_x. The scales of eight blocks are
-// converted and multiplied at once (AVX2 integer f16 conversion, the activation's scales
-// precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
+// fma by d_w*d_x. The scales of eight blocks are converted and multiplied at once (F16C, the
+// activation's scales precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
 // path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
 // for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs,
 // and its VNNI form in avx512.rs).
@@ -13,50 +12,52 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-// The 32 nibbles of a block as bytes, in value order (low nibbles, then high ones).
+// The 32 nibbles of a block as bytes, in value order (low nibbles, then high ones): the 16 bytes
+// loaded into both halves (a load, no shuffle), the upper half's shifted by 4, masked.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0_nibbles(b: &BlockQ5_0) -> __m256i {
-    let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-    _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp))
+    let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.qs.as_ptr() as *const __m128i));
+    _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)))
 }
 
 // The 32 quants of a block + 16 (0..=31, unsigned, as maddubs wants its first operand) as bytes,
 // in value order: nibble | 0x10 where the value's bit of qh is set.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0_decode(b: &BlockQ5_0) -> __m256i {
     let qx = q5_0_nibbles(b);
     // Byte k = 0xFF where bit k of qh is set: broadcast qh, pick byte k/8 into byte k, then test
-    // bit k%8 by or-ing every other bit in and comparing with all ones.
+    // bit k%8 with one mask (and, compare with the mask: a constant register fewer than ggml's or
+    // with the other bits and compare with all ones).
     let qh = i32::from_le_bytes(b.qh);
     let shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
     let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), shuf);
-    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    let hbits = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+    let bit = _mm256_set1_epi64x(0x8040201008040201u64 as i64);
+    let hbits = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
     _mm256_or_si256(qx, _mm256_and_si256(hbits, _mm256_set1_epi8(0x10)))
 }
 
-/// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+/// row . x for a Q5_0 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_q5_0_avx2(row: &[u8], x: &Act) -> f32 {
     dot_rows_q5_0_avx2([row], x)[0]
 }
 
 /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q5_0_avx2 of four rows.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_rows4_q5_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
     dot_rows_q5_0_avx2(rows, x)
 }
 
 /// dot_rows_q5_0 with AVX2's block sums: (q + 16) . y by maddubs (no saturation: 2 * 31 * 127 <
-/// 2^15) and madd, plus the activation's -16 * Σ y. Requires AVX2 and FMA.
+/// 2^15) and madd, plus the activation's -16 * Σ y. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_rows_q5_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
     dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_decode(b), qy), _mm256_set1_epi16(1)), n16) })
 }
@@ -78,7 +79,9 @@ unsafe fn dot_rows_q5_0<const N: usize>(rows: [&[u8]; N], x: &Act, sums: impl Fn
     let mut acc = [_mm256_setzero_ps(); N];
     // Eight blocks per step: their eight scale products are formed at once and parked on the
     // stack, then broadcast from there block by block (a load rather than a lane permute on the
-    // vector ports); each row's fma chain is in block order.
+    // vector ports: black_box keeps the compiler from forwarding the stored lanes through two
+    // shuffles per block, and the registers it held them in go to the constants); each row's fma
+    // chain is in block order.
     let mut dd = [[0f32; 8]; N];
     let groups = a.chunks(8).zip(ad.chunks(8)).zip(x.q8_0_neg16.chunks(8));
     for (g, ((ab, adb), ng)) in groups.enumerate() {
@@ -87,6 +90,7 @@ unsafe fn dot_rows_q5_0<const N: usize>(rows: [&[u8]; N], x: &Act, sums: impl Fn
             let wb = &w[r][8 * g..8 * g + n];
             _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(f16x8_scales(n, |k| wb[k].d), xd));
         }
+        std::hint::black_box(&mut dd);
         for (k, (y, neg16)) in ab.iter().zip(ng).enumerate() {
             let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
             let n16 = _mm256_loadu_si256(neg16.as_ptr() as *const __m256i);

@@ -7,9 +7,9 @@
 /// Decodes eight Q5_0 rows for dot8x4_q5_0_avx2. Layout: block k takes lines 4k..4k + 4, where
 /// quant group j (values 4j..4j + 4) is the 32 bytes at byte 32j: row r's four quants + 16
 /// (0..=31, unsigned, as maddubs wants its first operand) at bytes 4r..4r + 4; d[8k + r] is row
-/// r's f32 scale of block k. The buffers of `out` are reused. Requires AVX2 and FMA.
+/// r's f32 scale of block k. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     decode8_q5_0(rows, out, |b| unsafe { q5_0_decode(b) })
 }
@@ -18,9 +18,9 @@ pub(crate) unsafe fn decode8_q5_0_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
 /// dot8x4_q5_0 with, per block and token, one maddubs per quant group (the token's four quants
 /// broadcast) serving the eight rows; four groups are summed in i16 (|sum| <= 4 * 2 * 31 * 128 <
 /// 2^15) and widened with madd onto the token's q8_0_neg16_sum, which takes back the + 16. That
-/// is the contract's block order, not dot_q5_0_avx2's eight lane sums. Requires AVX2 and FMA.
+/// is the contract's block order, not dot_q5_0_avx2's eight lane sums. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot8x4_q5_0_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
     let ones = _mm256_set1_epi16(1);
     dot8x4_q5_0(rows, xs, |lines, k| unsafe {

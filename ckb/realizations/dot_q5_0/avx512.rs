@@ -13,7 +13,7 @@
 // and.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
 unsafe fn q5_0_decode_bw(b: &BlockQ5_0) -> __m256i {
     let qx = q5_0_nibbles(b);
     _mm256_mask_add_epi8(qx, u32::from_le_bytes(b.qh), qx, _mm256_set1_epi8(0x10))
@@ -22,20 +22,20 @@ unsafe fn q5_0_decode_bw(b: &BlockQ5_0) -> __m256i {
 /// row . x for a Q5_0 row, bitwise dot_q5_0_avx2: the block sums by one VNNI vpdpbusd started
 /// from the activation's q8_0_neg16. Requires AVX2, FMA and AVX-512 F + BW + VL + VNNI.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn dot_q5_0_avx512(row: &[u8], x: &Act) -> f32 {
     dot_rows_q5_0_avx512([row], x)[0]
 }
 
 /// The gemv's four-row form of dot_q5_0_avx512 (`dot_rows4` in the dispatch).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn dot_rows4_q5_0_avx512(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
     dot_rows_q5_0_avx512(rows, x)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dot_rows_q5_0_avx512<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
     dot_rows_q5_0(rows, x, |b, qy, n16| unsafe { _mm256_dpbusd_epi32(n16, q5_0_decode_bw(b), qy) })
 }
@@ -43,7 +43,7 @@ unsafe fn dot_rows_q5_0_avx512<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f3
 /// decode8_q5_0_avx2 with the high bits from a mask register (the same lines and scales).
 /// Requires AVX2, FMA and AVX-512 F + BW + VL.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
 pub(crate) unsafe fn decode8_q5_0_avx512(rows: [&[u8]; 8], out: &mut DecRows) {
     decode8_q5_0(rows, out, |b| unsafe { q5_0_decode_bw(b) })
 }
@@ -54,7 +54,7 @@ pub(crate) unsafe fn decode8_q5_0_avx512(rows: [&[u8]; 8], out: &mut DecRows) {
 /// takes back the + 16): the bits of dot8x4_q5_0_avx2. Requires AVX2, FMA and AVX-512 F + VL +
 /// VNNI.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(crate) unsafe fn dot8x4_q5_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
     dot8x4_q5_0(rows, xs, |lines, k| unsafe {
         let mut s = xs.map(|x| unsafe { _mm256_set1_epi32(*x.q8_0_neg16_sum.get_unchecked(k)) });

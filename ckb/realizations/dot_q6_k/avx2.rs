@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 // i16 x 16 of scales[2i] (x8) and scales[2i+1] (x8).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_scale_pair(scales: __m128i, i: i64) -> __m256i {
     let shuf = _mm_set_epi64x(0x0101010101010101 * (2 * i + 1), 0x0101010101010101 * (2 * i));
     _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, shuf))
@@ -23,7 +23,7 @@ unsafe fn q6_k_scale_pair(scales: __m128i, i: i64) -> __m256i {
 // ggml's AVX2 kernel does (for k in a loop that unrolls, the shifts are constants).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_quants(b: &BlockQ6K, k: usize) -> __m256i {
     let (h, j) = (k / 4, k % 4);
     let lo = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32 * (j % 2)) as *const __m256i);
@@ -33,9 +33,9 @@ unsafe fn q6_k_quants(b: &BlockQ6K, k: usize) -> __m256i {
     _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4))
 }
 
-/// row . x for a Q6_K row; reads x's Q8_K form. Requires AVX2 and FMA.
+/// row . x for a Q6_K row; reads x's Q8_K form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
     let w = q6_k_blocks(row);
     let a = &x.q8_k[..];
@@ -69,9 +69,9 @@ const Q6_K_TILE_LINES: usize = 44;
 /// value order) with row r's four quants + 32 (0..=63) at bytes 4r..4r + 4; at byte 2048 + 32s the
 /// i16 scale of sub-block s (values 16s..16s + 16), row r's in i16 lanes 2r and 2r + 1; at byte
 /// 2560 + 32i the scales of sub-blocks 2i and 2i + 1, row r's in i16 lanes 2r and 2r + 1. d[8k + r]
-/// is row r's d as f32. The buffers of `out` are reused. Requires AVX2 and FMA.
+/// is row r's d as f32. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn decode8_q6_k_avx2(rows: [&[u8]; 8], out: &mut DecRows) {
     let w = rows.map(q6_k_blocks);
     let n = w[0].len();

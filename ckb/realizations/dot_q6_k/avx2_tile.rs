@@ -9,7 +9,7 @@
 /// groups summed in i16 (|sum| <= 2 * 2 * 63 * 127 < 2^15) before madd with the scales. Requires
 /// AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot8x4_q6_k_avx2(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
     dot8x4_q6_k(rows, xs, |base, y| unsafe {
         let mut s = [_mm256_setzero_si256(); 4];

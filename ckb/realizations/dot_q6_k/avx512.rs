@@ -10,7 +10,7 @@
 /// vpdpbusd, times the row's scale (vpmulld), summed over the sub-blocks: the same integers, so
 /// the bits of dot8x4_q6_k_avx2. Requires AVX2, FMA and AVX-512 F + VL + VNNI.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(crate) unsafe fn dot8x4_q6_k_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
     dot8x4_q6_k(rows, xs, |base, y| unsafe {
         let mut s = [_mm256_setzero_si256(); 4];

@@ -2,22 +2,22 @@
 // 32 products are summed pairwise into eight i32 lanes (maddubs on |w| and sign-adjusted x, then
 // madd), converted to f32 and accumulated with one fma by d_w*d_x into eight f32 lanes; the lanes
 // are reduced at the end (hsum_float_8). The scales of eight blocks are converted and multiplied at once
-// (AVX2 integer f16 conversion, the activation's scales precomputed as f32); the fma chain keeps
+// (F16C, the activation's scales precomputed as f32); the fma chain keeps
 // ggml's block order, so the result is bitwise that of llama.cpp's AVX2 path.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2 and FMA.
+/// row . x for a Q8_0 row; reads x's Q8_0 form. Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
     dot_rows_q8_0_avx2([row], x)[0]
 }
 
 /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0_avx2 of four rows.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
     dot_rows_q8_0_avx2(rows, x)
 }
@@ -25,9 +25,9 @@ pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] 
 /// rows[r] . x for N Q8_0 rows (the gemv takes four at a time: each activation block is loaded
 /// once for the four, one call and one reduction serve them); per row the operations and their
 /// order are those of one row, so rows[r]'s result is bitwise dot_q8_0_avx2(rows[r], x).
-/// Requires AVX2 and FMA.
+/// Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
     let w = rows.map(q8_0_blocks);
     let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
@@ -60,9 +60,9 @@ unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32;
 /// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
 /// (and its |w| formed) once and dotted with the four tokens; per token the float operations
 /// are those of dot_q8_0_avx2 in the same order, so result t is bitwise dot_q8_0_avx2(row, xs[t]).
-/// Requires AVX2 and FMA.
+/// Requires AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
     let w = q8_0_blocks(row);
     for x in xs {

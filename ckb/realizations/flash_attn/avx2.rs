@@ -2,7 +2,7 @@
 // FMA enabled (vectorized 8-wide), the f16 conversions vec_ops' F16C ones.
 
 // A rows by 16 lanes (two registers) of the tile product: acc += b · m[k] by fma, k in order.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn mac_tile_avx2<const A: usize>(c: *mut f32, m: *const f32, rp: usize, b: *const f32, (sa, sk): (usize, usize), nk: usize) {
     use std::arch::x86_64::*;
     let mut acc: [[__m256; 2]; A] = std::array::from_fn(|a| [_mm256_loadu_ps(c.add(a * rp)), _mm256_loadu_ps(c.add(a * rp + 8))]);

@@ -1,17 +1,17 @@
 // The lane code compiled with AVX2 and FMA: vectorized 8-wide, the fmas instructions.
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
     swiglu_lanes(gate, up)
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_avx2(q: &[f32], hd: usize, kv: (&[rt::half::f16], &[rt::half::f16]), one: bool, out: &mut [f32]) {
     let k32: HeadKernels = (scores::<32>, accumulate_l::<32>, round_f16);
     head(q, hd, kv, one, widen_f16, [k32, (scores8, accumulate_l::<8>, round_f16)], out)
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>], kv: (&[rt::half::f16], &[rt::half::f16]), out: &mut [f32]) {
     heads::<8>(q, hd, spans, kv, widen_f16, (scores8, accumulate_l::<8>, round_f16), out)
 }
@@ -20,7 +20,7 @@ unsafe fn attend_many_avx2(q: &[f32], hd: usize, spans: &[std::ops::Range<usize>
 // scale, two rows at a time: 2Q independent 8-lane sums, each row strip loaded once for the Q
 // queries; the lanes folded as dot::<8> folds them, t = lo + hi, (t0 + t2) + (t1 + t3). Each
 // product is of two f16 values (exact in f32), so an fma adds what `r + x * y` adds.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scores8_tile<const Q: usize>(q: *const f32, hd: usize, k: *const f32, n: usize, scale: f32, p: *mut f32, w: usize) {
     use std::arch::x86_64::*;
     for i in (0..n).step_by(2) {
@@ -65,7 +65,7 @@ fn scores8(q: &[f32], hd: usize, rows: &[f32], scale: f32, p: &mut [f32], w: usi
 // time: per lane the 2Q accumulators stay in registers down every group, and each strip of a row
 // is loaded once for the Q queries. An fma adds what `a + wt * v` adds (wt and v are f16 values,
 // their product exact in f32).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn accumulate_tile<const Q: usize, const L: usize>(acc: *mut f32, hd: usize, p: *const f32, w: usize, v: *const f32, ng: usize) {
     use std::arch::x86_64::*;
     for (l, c) in (0..L).flat_map(|l| (0..hd).step_by(16).map(move |c| (l, c))) {

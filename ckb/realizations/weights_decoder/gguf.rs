@@ -54,7 +54,8 @@ impl Config {
         let head_dim = key_length.unwrap_or(n_embd / n_head);
         let rope_theta = g.get_f32(K_ROPE_THETA)?;
         if head_dim == 0 || head_dim % 2 != 0 {
-            return Err(rt::Error::format(K_N_HEAD, format!("head dim {head_dim} must be even for rope")));
+            let key = K_HEAD_DIM.filter(|_| key_length.is_some()).unwrap_or(K_N_HEAD); // where it came from
+            return Err(rt::Error::format(key, format!("head dim {head_dim} must be even for rope")));
         }
         // rope on part of a head, or scaled (llama.cpp reads the factor as linear scaling without a type)
         let rope = |k: &str| format!("{MODEL_ARCH}.rope.{k}");

@@ -17,18 +17,23 @@
 // ns per row and token at 576 / 1536 columns: one token 40.4 / 94.7 (integer f16 conversion and
 // 16 word inserts per eight blocks: 47.6 / 116.7; ggml's function: 66.6 / 161.5 in a noisier
 // run where ours took 56.8 / 119.5); four tokens 22.9 / 52.3. Two rows side by side did not pay
-// (39.7 / 96.2 per row): the kernel is throughput-bound, not bound by the fma chain's latency.
+// then (39.7 / 96.2 per row). The gemv's four-row form (dot_rows4_q4_1_avx2: each activation block
+// loaded once for four rows, four rows' chains side by side, each row's operations those of the
+// one-row kernel in the same order) does since the nibbles are spread by a load and one shift:
+// same harness, 256 rows, ns per row at 576 / 1536 columns: one row 36.1 / 88.2, with the new
+// nibble spread 34.2 / 83.3, four rows 28.1 / 63.3.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-// The 32 nibbles of a block as bytes 0..=15 (value order).
+// The 32 nibbles of a block as bytes 0..=15 (value order): the 16 bytes loaded into both halves
+// (a load, no shuffle), the upper half's shifted by 4, masked.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1_nibbles(b: &BlockQ4_1) -> __m256i {
-    let tmp = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-    _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp))
+    let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.qs.as_ptr() as *const __m128i));
+    _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)))
 }
 
 // acc + d * (the eight i32 lane sums of qx . block y, as f32).
@@ -73,6 +78,47 @@ pub(crate) unsafe fn dot_q4_1_avx2(row: &[u8], x: &Act) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot4_q4_1_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
     dot_q4_1_avx2_n::<4>(row, xs)
+}
+
+/// rows[r] . x for four Q4_1 rows (the gemv's four-row form: each activation block is loaded once
+/// for the four rows; per row the float operations are those of dot_q4_1_avx2, in the same order,
+/// so rows[r]'s result is bitwise dot_q4_1_avx2(rows[r], x)). Requires AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_rows4_q4_1_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+    let w = rows.map(q4_1_blocks);
+    let n = x.q8_0.len();
+    for w in &w {
+        assert_eq!(w.len(), n, "Q4_1 row of {} blocks for a Q8_0 activation of {n} blocks", w.len());
+    }
+    assert!(n * 32 == x.f32.len() && x.q8_0_d.len() == n && x.q8_0_s.len() == n, "activation lacks its Q8_0 form");
+    let (mut acc, mut summs) = ([_mm256_setzero_ps(); 4], [0.0f32; 4]);
+    let (mut dd, mut mw) = ([[0.0f32; 8]; 4], [[0.0f32; 8]; 4]); // [row][block of the group]: d_w * d_x, m_w
+    let full = n / 8 * 8;
+    for g in (0..full).step_by(8) {
+        let xd = _mm256_loadu_ps(x.q8_0_d[g..g + 8].as_ptr());
+        for r in 0..4 {
+            let (wd, wm) = q4_1_scales_mins(&w[r][g..g + 8]);
+            _mm256_storeu_ps(mw[r].as_mut_ptr(), wm);
+            _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(wd, xd));
+        }
+        for k in 0..8 {
+            for r in 0..4 {
+                summs[r] = mw[r][k].mul_add(x.q8_0_s[g + k], summs[r]);
+                acc[r] = q4_1_step(acc[r], dd[r][k], q4_1_nibbles(&w[r][g + k]), &x.q8_0[g + k]);
+            }
+        }
+    }
+    for i in full..n {
+        for r in 0..4 {
+            let b = &w[r][i];
+            let (d, m) = (fp16_to_f32(u16::from_le_bytes(b.d)), fp16_to_f32(u16::from_le_bytes(b.m)));
+            summs[r] = m.mul_add(x.q8_0_s[i], summs[r]);
+            acc[r] = q4_1_step(acc[r], d * x.q8_0_d[i], q4_1_nibbles(b), &x.q8_0[i]);
+        }
+    }
+    let h = hsum_f32x8_rows(acc);
+    std::array::from_fn(|r| h[r] + summs[r])
 }
 
 // The kernel for T tokens: T chains, each in llama.cpp's order.

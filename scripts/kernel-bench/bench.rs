@@ -1,0 +1,42 @@
+// Included by scripts/kernel-bench.sh into a crate around a cache entry's engine.rs, in the
+// module of the kernels gate (ckb/gates/kernels.rs: its random rows and activations). Times the
+// engine's gemv kernels (dot_row one row at a time, and dot_rows4 where the type has a four-row
+// form) over a matrix of about 256 KiB (the L2 of the 2-core EPYC these figures came from: the
+// compute side of a decode matvec, not the memory side), best of KB_REPS passes, and writes the
+// rows and the activation to KB_DIR so that ggml.c can time ggml's vec_dot on the same bytes.
+
+#[test]
+fn kernel_bench() {
+    let dir = std::path::PathBuf::from(std::env::var("KB_DIR").expect("KB_DIR: where the rows go"));
+    let reps: usize = std::env::var("KB_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    for &ty in COMPILED_TYPES {
+        if !["Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K"].contains(&ty.name()) {
+            continue; // the types ggml.c knows
+        }
+        let cols = if 896 % ty.block_elems() == 0 { 896 } else { 4864 };
+        let rb = ty.row_bytes(cols).expect("a whole number of blocks");
+        let rows = (256 * 1024 / rb).max(4) / 4 * 4;
+        let mut rng = GateRng::new(0x4B42);
+        let w: Vec<u8> = (0..rows).flat_map(|_| gate_random_row(ty, cols, &mut rng)).collect();
+        let xf = gate_random_x(cols, 0, &mut rng);
+        let x = Act::new(&xf, &[act_kind(ty)]);
+        let row = |r: usize| &w[r * rb..(r + 1) * rb];
+        let time = |pass: &dyn Fn() -> f32| {
+            let mut best = f64::MAX;
+            for _ in 0..reps {
+                let t = std::time::Instant::now();
+                std::hint::black_box(pass());
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            best * 1e9 / rows as f64
+        };
+        let one = time(&|| (0..rows).map(|r| dot_row(ty, row(r), &x)).sum());
+        let four = dot_rows4(ty, [row(0), row(1), row(2), row(3)], &x).map(|_| {
+            time(&|| (0..rows).step_by(4).map(|r| dot_rows4(ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], &x).unwrap()[0]).sum())
+        });
+        std::fs::write(dir.join(format!("{}.w", gate_tag(ty))), &w).unwrap();
+        std::fs::write(dir.join(format!("{}.x", gate_tag(ty))), xf.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let four = four.map_or("-".to_string(), |ns| format!("{ns:.1}"));
+        println!("KB {} cols={cols} rows={rows} one_row_ns={one:.1} four_row_ns={four}", gate_tag(ty));
+    }
+}

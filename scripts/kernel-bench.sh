@@ -70,11 +70,13 @@ mod gate_kernels {
     include!("$ROOT/scripts/kernel-bench/bench.rs");
 }
 RS
-    model=$(sed -n 's/^model = "\(.*\)"/\1/p' "$ROOT/cache/$k/manifest.toml" | head -1)
-    echo "== ${k:0:16} ($model, x86_64-avx2)"
+    field() { sed -n "s/^$1 = \"\(.*\)\"/\1/p" "$ROOT/cache/$k/manifest.toml" | head -1; }
+    echo "== ${k:0:16} ($(field model), $(field hw))"
     bench() { (cd "$crate" && CARGO_TARGET_DIR="$OUT/target" KB_DIR="$crate/data" KB_REPS="$REPS" cargo test -q --release --lib "$@"); }
     bench --no-run 2>"$crate/build.log" || { cat "$crate/build.log" >&2; echo "kernel-bench: $crate does not build (above)" >&2; exit 1; }
-    bench kernel_bench -- --nocapture 2>/dev/null | grep '^KB ' | while read -r _ ty cols rows one four; do
+    res=$(bench kernel_bench -- --nocapture 2>"$crate/run.log") \
+        || { echo "$res" >&2; tail -20 "$crate/run.log" >&2; echo "kernel-bench: the bench of ${k:0:16} failed (above)" >&2; exit 1; }
+    grep '^KB ' <<<"$res" | while read -r _ ty cols rows one four; do
         cols=${cols#cols=}; rows=${rows#rows=}; one=${one#one_row_ns=}; four=${four#four_row_ns=}
         g=$("$OUT/ggml" "$ty" "$cols" "$rows" "$crate/data" "$REPS")
         ours=$([[ $four == - ]] && echo "$one" || echo "$four")

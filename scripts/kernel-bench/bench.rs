@@ -9,6 +9,9 @@
 fn kernel_bench() {
     let dir = std::path::PathBuf::from(std::env::var("KB_DIR").expect("KB_DIR: where the rows go"));
     let reps: usize = std::env::var("KB_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    if let Err(e) = check_cpu() {
+        panic!("this cpu cannot run the entry's kernels: {e}");
+    }
     for &ty in COMPILED_TYPES {
         if !["Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K"].contains(&ty.name()) {
             continue; // the types ggml.c knows

@@ -35,7 +35,7 @@ fn kernel_bench() {
         };
         let one = time(&|| (0..rows).map(|r| dot_row(ty, row(r), &x)).sum());
         let four = dot_rows4(ty, [row(0), row(1), row(2), row(3)], &x).map(|_| {
-            time(&|| (0..rows).step_by(4).map(|r| dot_rows4(ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], &x).unwrap()[0]).sum())
+            time(&|| (0..rows).step_by(4).map(|r| dot_rows4(ty, [row(r), row(r + 1), row(r + 2), row(r + 3)], &x).unwrap().iter().sum::<f32>()).sum())
         });
         std::fs::write(dir.join(format!("{}.w", gate_tag(ty))), &w).unwrap();
         std::fs::write(dir.join(format!("{}.x", gate_tag(ty))), xf.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();

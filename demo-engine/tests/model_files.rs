@@ -28,6 +28,13 @@ fn after_string(b: &[u8], s: &str) -> usize {
         + pat.len()
 }
 
+/// Sets the u32 metadata value of `key` from `from` (asserted: what the fixture says) to `to`.
+fn relabel_u32(b: &mut [u8], key: &str, from: u32, to: u32) {
+    let at = after_string(b, key) + 4; // past the value type
+    assert_eq!(b[at..at + 4], from.to_le_bytes(), "the fixture's {key}");
+    b[at..at + 4].copy_from_slice(&to.to_le_bytes());
+}
+
 fn load_err(bytes: &[u8], name: &str, which: Which) -> String {
     match load(&write_temp(name, bytes), which) {
         Ok(_) => panic!("{name} loaded but should be refused"),
@@ -221,22 +228,10 @@ fn parts_the_engines_lack_are_refused_by_every_engine() {
     let at = after_string(&qwen2, "blk.0.attn_q.bias") - 11;
     qwen2[at..at + 4].copy_from_slice(b"rope");
     let mut llama = std::fs::read(common::tiny_llama()).unwrap();
-    let at = after_string(&llama, "llama.rope.dimension_count") + 4;
-    assert_eq!(
-        llama[at..at + 4],
-        32u32.to_le_bytes(),
-        "the fixture's head dim"
-    );
-    llama[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
+    relabel_u32(&mut llama, "llama.rope.dimension_count", 32, 16);
     // values narrower than keys (the head-dim fixture's llama.attention.value_length 32 -> 16)
     let mut values = std::fs::read(common::tiny_llama_head_dim()).unwrap();
-    let at = after_string(&values, "llama.attention.value_length") + 4;
-    assert_eq!(
-        values[at..at + 4],
-        32u32.to_le_bytes(),
-        "the fixture's head dim"
-    );
-    values[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
+    relabel_u32(&mut values, "llama.attention.value_length", 32, 16);
     let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
     let cuda = [Arch::Sm80, Arch::Sm89, Arch::Sm90].map(|a| Some(Which::Cuda(a)));
     for (bytes, name, part) in [
@@ -275,13 +270,7 @@ fn an_odd_head_dim_is_refused_naming_the_key_it_came_from() {
     // the head-dim fixture's llama.attention.key_length 32 -> 33: rope needs an even head dim,
     // and the error names the key the file gave it (not attention.head_count)
     let mut keys = std::fs::read(common::tiny_llama_head_dim()).unwrap();
-    let at = after_string(&keys, "llama.attention.key_length") + 4;
-    assert_eq!(
-        keys[at..at + 4],
-        32u32.to_le_bytes(),
-        "the fixture's head dim"
-    );
-    keys[at..at + 4].copy_from_slice(&33u32.to_le_bytes());
+    relabel_u32(&mut keys, "llama.attention.key_length", 32, 33);
     let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
     for which in [Some(Which::Auto), avx2, Some(Which::Generic)]
         .into_iter()

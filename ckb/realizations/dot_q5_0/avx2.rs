@@ -4,10 +4,10 @@
 // exactly (maddubs of the unsigned bytes, one op fewer than ggml's sign trick, plus the
 // activation's q8_0_neg16, -16 x each four-quant sum), converted to f32 and accumulated with one
 // fma by d_w*d_x. The scales of eight blocks are converted and multiplied at once (F16C, the
-// activation's scales precomputed as f32); the fma chain keeps ggml's block order (bitwise that of llama.cpp's AVX2
-// path). Prefill goes through a tiled form instead of a four-token kernel, each row decoded once
-// for all tokens: 8 rows x 4 tokens per call in block order (dot8x4_q5_0_avx2 in avx2_tile.rs,
-// and its VNNI form in avx512.rs).
+// activation's scales precomputed as f32); the fma chain keeps ggml's block order (bitwise that
+// of llama.cpp's AVX2 path). Prefill goes through a tiled form instead of a four-token kernel,
+// each row decoded once for all tokens: 8 rows x 4 tokens per call in block order
+// (dot8x4_q5_0_avx2 in avx2_tile.rs, and its VNNI form in avx512.rs).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;

@@ -10,15 +10,6 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-// i16 x 16 of scales[2i] (x8) and scales[2i+1] (x8).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_k_scale_pair(scales: __m128i, i: i64) -> __m256i {
-    let shuf = _mm_set_epi64x(0x0101010101010101 * (2 * i + 1), 0x0101010101010101 * (2 * i));
-    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, shuf))
-}
-
 // Values 32k..32k + 32 (k < 8) of a block as unsigned 6-bit quants, rebuilt from ql and qh as
 // ggml's AVX2 kernel does (for k in a loop that unrolls, the shifts are constants).
 #[cfg(target_arch = "x86_64")]
@@ -42,6 +33,10 @@ pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
     assert_eq!(w.len(), a.len(), "Q6_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), a.len());
     assert_eq!(a.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
     let mut acc = _mm256_setzero_ps();
+    // pair[i]: the vpshufb mask spreading scales 2i and 2i + 1 to eight bytes each. From memory
+    // (black_box), so that each is one vpshufb with a memory operand, which the compiler would
+    // otherwise turn into two or three shuffles (vpshufd, vpshuflw/vpshufhw).
+    let pair: [__m128i; 8] = std::hint::black_box(std::array::from_fn(|i| _mm_set_epi64x(0x0101010101010101 * (2 * i as i64 + 1), 0x0101010101010101 * (2 * i as i64))));
     for (b, y) in w.iter().zip(a) {
         let d = y.d * fp16_to_f32(u16::from_le_bytes(b.d));
         let scales = _mm_loadu_si128(b.scales.as_ptr() as *const __m128i);
@@ -52,7 +47,9 @@ pub(crate) unsafe fn dot_q6_k_avx2(row: &[u8], x: &Act) -> f32 {
             // Unsigned 6-bit quants (< 64) times signed q8: pair sums fit i16 without saturation.
             let q = q6_k_quants(b, k);
             let q8 = _mm256_loadu_si256(y.qs.as_ptr().add(32 * k) as *const __m256i);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(q6_k_scale_pair(scales, k as i64), _mm256_maddubs_epi16(q, q8)));
+            // i16 x 16 of scales[2k] (x8) and scales[2k + 1] (x8)
+            let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, pair[k]));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, q8)));
         }
         sumi = _mm256_sub_epi32(sumi, q8sclsub);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);

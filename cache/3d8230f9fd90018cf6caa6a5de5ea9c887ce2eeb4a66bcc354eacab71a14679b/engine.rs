@@ -847,7 +847,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v4, realization dot_q4_k/blocks (ckb) ====
+// ==== 5. Q4_K blocks and dot kernel — contract dot_q4_k v3, realization dot_q4_k/blocks (ckb) ====
 mod dot_q4_k {
     use super::*;
 

@@ -1671,7 +1671,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v4, realization dot_q4_k/blocks+avx2+avx512 (ckb) ====
+// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v3, realization dot_q4_k/blocks+avx2+avx512 (ckb) ====
 mod dot_q4_k {
     use super::*;
 
@@ -1753,9 +1753,7 @@ mod dot_q4_k {
     // with a multiple of 8 rows): per super-block the exact integers S = sum_j sc_j * (q . x_q) and
     // M = sum_j m_j * bsum32_j, then acc = fma(f32(S), d*d_x, acc), acc_m = fma(f32(M), dmin*d_x,
     // acc_m), result = acc - acc_m. The integer parts are formed with ggml's vec_dot_q4_K_q8_K
-    // instructions (utmp scale unpacking, maddubs/madd, hadd of the bsums) and reduced per block;
-    // decode takes four rows at a time (dot_rows4_q4_k_avx2: each activation block loaded once for
-    // the four rows, two rows' reductions sharing their last hadd).
+    // instructions (utmp scale unpacking, maddubs/madd, hadd of the bsums) and reduced per block.
     // Prefill and batched steps go through the 8 x 4 tile in the gemm's order: its decoder and
     // float part here, its integer sums in avx2_tile.rs (the avx2 realization's `with`) or, with
     // VNNI, in avx512.rs.
@@ -1783,85 +1781,65 @@ mod dot_q4_k {
         _mm256_cvtepu8_epi16(_mm_set_epi32(u3 as i32, u2 as i32, u1 as i32, u0 as i32))
     }
 
+    // [d, dmin] of a block (adjacent f16 fields) as f32, exactly, in lanes 0 and 1.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q4_k_d_dmin(b: &BlockQ4K) -> __m128 {
+        let dh = _mm_cvtsi32_si128(i32::from_le_bytes([b.d[0], b.d[1], b.dmin[0], b.dmin[1]]));
+        _mm256_castps256_ps128(f16x8_to_f32(dh))
+    }
+
     /// row . x for a Q4_K row; reads x's Q8_K form. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn dot_q4_k_avx2(row: &[u8], x: &Act) -> f32 {
-        dot_rows_q4_k_avx2([row], x)[0]
-    }
-
-    /// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q4_k_avx2 of four rows.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) unsafe fn dot_rows4_q4_k_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
-        dot_rows_q4_k_avx2(rows, x)
-    }
-
-    /// rows[r] . x for one or four Q4_K rows (the gemv takes four at a time: each activation block
-    /// and its bsums are loaded once for the four, and their exact block sums reduced together); per
-    /// row the float operations are those of one row, in the same order, so rows[r]'s result is
-    /// bitwise dot_q4_k_avx2(rows[r], x). Requires AVX2, FMA and F16C.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn dot_rows_q4_k_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
-        const { assert!(N == 1 || N == 4, "one or four rows") };
-        let w = rows.map(q4_k_blocks);
+        let w = q4_k_blocks(row);
         let a = &x.q8_k[..];
-        for w in &w {
-            assert_eq!(w.len(), a.len(), "Q4_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), a.len());
-        }
+        assert_eq!(w.len(), a.len(), "Q4_K row of {} blocks for a Q8_K activation of {} blocks", w.len(), a.len());
         assert_eq!(a.len() * 256, x.f32.len(), "activation lacks its Q8_K form");
         let m4 = _mm256_set1_epi8(0x0F);
-        // Lanes 2r and 2r + 1 accumulate row r's f32(S) * (d * d_x) and f32(M) * (dmin * d_x): two
-        // independent fma chains per row, lane by lane the same arithmetic as two scalar fmas.
-        let mut acc = _mm256_setzero_ps();
         // pick[i]: the vpshufb mask broadcasting i16 lane i. From memory (black_box), so that each
         // broadcast is one vpshufb with a memory operand, which the compiler would otherwise turn into
-        // a shift and a vpbroadcastw (measured: 142 -> 135 ns per row of 4864 columns on Zen 3).
+        // a shift and a vpbroadcastw (kernel-bench: 182.9 -> 179.5 ns per row of 4864 columns, Zen 3).
         let pick: [__m256i; 8] = std::hint::black_box(std::array::from_fn(|i| _mm256_set1_epi16(((2 * i + 1) << 8 | (2 * i)) as i16)));
-        for (k, y) in a.iter().enumerate() {
-            let b: [&BlockQ4K; N] = std::array::from_fn(|r| &w[r][k]);
-            // per row [d, dmin] (adjacent f16 fields), times d_x
-            let dm = |r: usize| i32::from_le_bytes([b[r].d[0], b[r].d[1], b[r].dmin[0], b[r].dmin[1]]);
-            let dh = if N == 4 { _mm_setr_epi32(dm(0), dm(1), dm(2), dm(3)) } else { _mm_cvtsi32_si128(dm(0)) };
-            let dd = _mm256_mul_ps(f16x8_to_f32(dh), _mm256_set1_ps(y.d));
-            // per row 16 x i16: scales 0..8 then mins 0..8; the scales in both halves
-            let ms: [__m256i; N] = b.map(|b| unsafe { q4_k_scales_mins(&b.scales) });
-            let scales = ms.map(|v| unsafe { _mm256_permute2x128_si256::<0x00>(v, v) });
+        // Lane 0 accumulates f32(S) * (d * d_x), lane 1 f32(M) * (dmin * d_x): two independent
+        // fma chains, lane by lane the same arithmetic as two scalar fmas.
+        let mut acc = _mm_setzero_ps();
+        for (b, y) in w.iter().zip(a) {
+            // [d, dmin] times d_x; 16 x i16: scales 0..8 then mins 0..8.
+            let dd = _mm_mul_ps(q4_k_d_dmin(b), _mm_set1_ps(y.d));
+            let mins_and_scales = q4_k_scales_mins(&b.scales);
 
             let q8sums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
             let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
+            let prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
+
+            let sc128 = _mm256_castsi256_si128(mins_and_scales);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let q4 = b.qs.as_ptr();
             let q8 = y.qs.as_ptr();
-            let mut sumi = [_mm256_setzero_si256(); N];
+            let mut sumi = _mm256_setzero_si256();
             for j in 0..4 {
+                // Broadcast the i16 scales 2j and 2j+1.
+                let scale_l = _mm256_shuffle_epi8(scales, pick[2 * j]);
+                let scale_h = _mm256_shuffle_epi8(scales, pick[2 * j + 1]);
+                let q4bits = _mm256_loadu_si256(q4.add(32 * j) as *const __m256i);
+                let q4l = _mm256_and_si256(q4bits, m4);
+                let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
                 let q8l = _mm256_loadu_si256(q8.add(64 * j) as *const __m256i);
+                let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
                 let q8h = _mm256_loadu_si256(q8.add(64 * j + 32) as *const __m256i);
-                for r in 0..N {
-                    let q4bits = _mm256_loadu_si256(b[r].qs.as_ptr().add(32 * j) as *const __m256i);
-                    let q4l = _mm256_and_si256(q4bits, m4);
-                    let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-                    // the i16 scales 2j and 2j + 1, broadcast
-                    let p16l = _mm256_madd_epi16(_mm256_shuffle_epi8(scales[r], pick[2 * j]), _mm256_maddubs_epi16(q4l, q8l));
-                    let p16h = _mm256_madd_epi16(_mm256_shuffle_epi8(scales[r], pick[2 * j + 1]), _mm256_maddubs_epi16(q4h, q8h));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p16l, p16h));
-                }
+                let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
             }
-            // Per row [S, S, M, M] partial sums (the mins times the bsums by one madd), then two rows'
-            // [S, M] side by side: the exact integer reductions of the scales and mins terms.
-            let sm: [__m128i; N] = std::array::from_fn(|r| unsafe {
-                let s4 = _mm_add_epi32(_mm256_castsi256_si128(sumi[r]), _mm256_extracti128_si256(sumi[r], 1));
-                _mm_hadd_epi32(s4, _mm_madd_epi16(_mm256_extracti128_si256(ms[r], 1), q8s))
-            });
-            let v = if N == 4 {
-                _mm256_set_m128i(_mm_hadd_epi32(sm[2], sm[3]), _mm_hadd_epi32(sm[0], sm[1]))
-            } else {
-                _mm256_zextsi128_si256(_mm_hadd_epi32(sm[0], sm[0]))
-            };
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), dd, acc);
+            // [S, M, S, M]: exact integer reductions of the scales and mins terms.
+            let s4 = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+            let sm = _mm_hadd_epi32(s4, prod);
+            let sm = _mm_hadd_epi32(sm, sm);
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sm), dd, acc);
         }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
-        std::array::from_fn(|r| lanes[2 * r] - lanes[2 * r + 1])
+        _mm_cvtss_f32(_mm_sub_ss(acc, _mm_movehdup_ps(acc)))
     }
 
     // Lines of one decoded super-block: 64 quant groups of 32 bytes, then 8 sub-block scale vectors,
@@ -2686,8 +2664,6 @@ mod dispatch {
     #[inline]
     pub(crate) fn dot_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &Act) -> Option<[f32; 4]> {
         match ty {
-            // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
-            GgmlType::Q4_K => Some(unsafe { dot_rows4_q4_k_avx2(rows, x) }),
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.
             GgmlType::Q5_0 => Some(unsafe { dot_rows4_q5_0_avx512(rows, x) }),
             // SAFETY: check_cpu() verified the target's instruction sets when the engine loaded.

@@ -1344,7 +1344,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v4, realization dot_q4_k/blocks+scalar (ckb) ====
+// ==== 8. Q4_K blocks and dot kernel — contract dot_q4_k v3, realization dot_q4_k/blocks+scalar (ckb) ====
 mod dot_q4_k {
     use super::*;
 

@@ -11,7 +11,10 @@
 # ggml's function for that type on the rows and activation bench.rs wrote. Prints ns per row:
 # ours one row at a time, ours four rows at a time (dot_rows4, where the type has it: what decode
 # uses), ggml's, and the speed ratio ours (the decode form) / ggml's. KB_REPS sets the passes
-# (best of; 2000).
+# (best of; 2000). Then "streamed": one thread over the rows repeated to 96 MiB, GB/s of weights
+# (median of 15), ours through the engine's matvec (its prefetch and decode form) and ggml's
+# vec_dot row after row: decode reads its weights from memory, and a kernel that wins in L2 can
+# lose there (a four-row Q4_K form did: 1.15x in L2, ~0.9x of the one-row kernel streamed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LIB="${LLAMA_LIB:-$ROOT/target/anchor/build/bin}"
@@ -74,13 +77,18 @@ RS
     echo "== ${k:0:16} ($(field model), $(field hw))"
     bench() { (cd "$crate" && CARGO_TARGET_DIR="$OUT/target" KB_DIR="$crate/data" KB_REPS="$REPS" cargo test -q --release --lib "$@"); }
     bench --no-run 2>"$crate/build.log" || { cat "$crate/build.log" >&2; echo "kernel-bench: $crate does not build (above)" >&2; exit 1; }
-    res=$(bench kernel_bench -- --nocapture 2>"$crate/run.log") \
+    res=$(bench -- --nocapture --exact gate_kernels::kernel_bench 2>"$crate/run.log") \
         || { echo "$res" >&2; tail -20 "$crate/run.log" >&2; echo "kernel-bench: the bench of ${k:0:16} failed (above)" >&2; exit 1; }
+    streamed=$(bench -- --nocapture --exact gate_kernels::kernel_stream 2>"$crate/run.log") \
+        || { echo "$streamed" >&2; tail -20 "$crate/run.log" >&2; echo "kernel-bench: the streamed bench of ${k:0:16} failed (above)" >&2; exit 1; }
     grep '^KB ' <<<"$res" | while read -r _ ty cols rows one four; do
         cols=${cols#cols=}; rows=${rows#rows=}; one=${one#one_row_ns=}; four=${four#four_row_ns=}
-        g=$("$OUT/ggml" "$ty" "$cols" "$rows" "$crate/data" "$REPS")
+        stream=$(sed -n "s/^KS $ty stream_gb_s=//p" <<<"$streamed")
+        gg=$("$OUT/ggml" "$ty" "$cols" "$rows" "$crate/data" "$REPS")
+        read -r g gstream <<<"$gg"
         ours=$([[ $four == - ]] && echo "$one" || echo "$four")
-        printf '%-5s %5s cols %4s rows: ours %7s ns/row one row, %7s four rows; ggml %7s; speed ours/ggml %sx\n' \
-            "$ty" "$cols" "$rows" "$one" "$four" "$g" "$(awk -v a="$ours" -v b="$g" 'BEGIN { printf "%.2f", b / a }')"
+        printf '%-5s %5s cols %4s rows: ours %7s ns/row one row, %7s four rows; ggml %7s; speed ours/ggml %sx; streamed %6s / %6s GB/s = %sx\n' \
+            "$ty" "$cols" "$rows" "$one" "$four" "$g" "$(awk -v a="$ours" -v b="$g" 'BEGIN { printf "%.2f", b / a }')" \
+            "$stream" "$gstream" "$(awk -v a="$stream" -v b="$gstream" 'BEGIN { printf "%.2f", a / b }')"
     done
 done

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""A llama-family GGUF of a chosen shape with random weights, for speed measurements only.
+
+The real test models are small (0.1-0.5B) and their matrices are mostly Q5_0 / Q8_0 / Q4_1: their
+widths (576, 640, 896) are not multiples of 256, so llama.cpp's Q4_K_M falls back to the legacy
+types for them. Models of 1B and up have k-quant widths, and a Q4_K_M file of one is nearly all
+Q4_K and Q6_K. This writes such a file: the shape of Llama-3.2-1B by default (2048 wide, 8192
+feed-forward, 16 layers, 32 query / 8 kv heads of 64, tied embeddings) with llama.cpp's Q4_K_M
+type choice per tensor (Q6_K for the tied embedding/output matrix, and for attn_v and ffn_down in
+the layers llama.cpp gives more bits), the quant blocks random bytes with small scales (every
+block is a valid one; the text generated is noise, the work per token is a real model's), and the
+tokenizer, chat template and rope/norm settings of a donor llama GGUF (SmolLM2's by default).
+
+    PYTHONPATH=<dir with gguf, numpy> scripts/synth-gguf.py OUT.gguf [--layers 16 ...]
+
+Both engines then run the same bytes: scripts/bench-vs-llama.sh OUT.gguf 2 3.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import gguf
+except ImportError:
+    sys.exit("synth-gguf: needs gguf-py (python3 -m pip install --target DIR gguf numpy; PYTHONPATH=DIR)")
+
+Q = gguf.GGMLQuantizationType
+
+
+def use_more_bits(i: int, n: int) -> bool:
+    # llama.cpp's llama_tensor_get_type for Q4_K_M: these layers' attn_v and ffn_down get Q6_K
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def random_rows(rng: np.random.Generator, ty, rows: int, cols: int) -> np.ndarray:
+    """rows x cols values of type ty as random blocks: [rows][row bytes] of u8."""
+    elems, size = gguf.GGML_QUANT_SIZES[ty]
+    if cols % elems:
+        sys.exit(f"synth-gguf: {cols} columns are not a whole number of {ty.name} blocks ({elems})")
+    b = rng.integers(0, 256, size=(rows, cols // elems, size), dtype=np.uint8)
+    small = np.frombuffer(np.float16(2.0**-14).tobytes(), dtype=np.uint8)
+    if ty == Q.Q4_K:  # d, dmin (f16), scales[12], qs[128]
+        b[:, :, 0:2] = small
+        b[:, :, 2:4] = small
+    elif ty == Q.Q6_K:  # ql[128], qh[64], scales[16] (i8), d (f16)
+        b[:, :, 208:210] = small
+    else:
+        sys.exit(f"synth-gguf: no random blocks for {ty.name}")
+    return b.reshape(rows, -1)
+
+
+def copy_field(w: "gguf.GGUFWriter", f) -> None:
+    t = f.types[0]
+    if t == gguf.GGUFValueType.ARRAY:
+        sub = f.types[1]
+        if sub == gguf.GGUFValueType.STRING:
+            val = [bytes(f.parts[i]).decode("utf-8", errors="surrogateescape") for i in f.data]
+        else:
+            val = [f.parts[i][0].item() for i in f.data]
+        w.add_key_value(f.name, val, t, sub_type=sub)
+    elif t == gguf.GGUFValueType.STRING:
+        w.add_key_value(f.name, bytes(f.parts[f.data[0]]).decode("utf-8", errors="surrogateescape"), t)
+    else:
+        w.add_key_value(f.name, f.parts[f.data[0]][0].item(), t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--donor", type=Path, default=Path(__file__).resolve().parent.parent / "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                    help="a llama-family GGUF whose tokenizer and settings are copied (default: SmolLM2's, scripts/fetch-model.sh smollm2)")
+    ap.add_argument("--embd", type=int, default=2048)
+    ap.add_argument("--ff", type=int, default=8192)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    if a.embd % a.heads or a.heads % a.kv_heads:
+        sys.exit(f"synth-gguf: --embd {a.embd} must split into --heads {a.heads}, and those into --kv-heads {a.kv_heads}")
+    donor = gguf.GGUFReader(a.donor)
+    if donor.fields["general.architecture"].contents() != "llama":
+        sys.exit(f"synth-gguf: {a.donor} is not a llama-family file")
+    hd = a.embd // a.heads
+    shape = {
+        "llama.block_count": a.layers,
+        "llama.embedding_length": a.embd,
+        "llama.feed_forward_length": a.ff,
+        "llama.attention.head_count": a.heads,
+        "llama.attention.head_count_kv": a.kv_heads,
+        "llama.rope.dimension_count": hd,
+    }
+    tmp = a.out.with_name(a.out.name + ".partial")
+    w = gguf.GGUFWriter(tmp, "llama")
+    skip = {"general.architecture", "general.file_type", "general.name"} | set(shape)
+    for name, f in donor.fields.items():
+        if not name.startswith("GGUF.") and name not in skip:
+            copy_field(w, f)
+    for k, v in shape.items():
+        w.add_uint32(k, v)
+    w.add_uint32("general.file_type", 15)  # MOSTLY_Q4_K_M
+    w.add_name(f"synthetic {a.embd}x{a.layers} Q4_K_M (random weights)")
+    n_vocab = len(donor.fields["tokenizer.ggml.tokens"].data)
+    rng = np.random.default_rng(a.seed)
+
+    def mat(name: str, ty, rows: int, cols: int) -> None:
+        w.add_tensor(name, random_rows(rng, ty, rows, cols), raw_dtype=ty)
+
+    mat("token_embd.weight", Q.Q6_K, n_vocab, a.embd)  # tied: also the output matrix
+    w.add_tensor("output_norm.weight", np.ones(a.embd, dtype=np.float32))
+    kvd = a.kv_heads * hd
+    for i in range(a.layers):
+        more = Q.Q6_K if use_more_bits(i, a.layers) else Q.Q4_K
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(a.embd, dtype=np.float32))
+        mat(f"blk.{i}.attn_q.weight", Q.Q4_K, a.embd, a.embd)
+        mat(f"blk.{i}.attn_k.weight", Q.Q4_K, kvd, a.embd)
+        mat(f"blk.{i}.attn_v.weight", more, kvd, a.embd)
+        mat(f"blk.{i}.attn_output.weight", Q.Q4_K, a.embd, a.embd)
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(a.embd, dtype=np.float32))
+        mat(f"blk.{i}.ffn_gate.weight", Q.Q4_K, a.ff, a.embd)
+        mat(f"blk.{i}.ffn_up.weight", Q.Q4_K, a.ff, a.embd)
+        mat(f"blk.{i}.ffn_down.weight", more, a.embd, a.ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(a.out)
+    print(f"{a.out}: {a.out.stat().st_size / 1e6:.0f} MB, {a.layers} layers of {a.embd} (ff {a.ff}), vocab {n_vocab}")
+
+
+if __name__ == "__main__":
+    main()

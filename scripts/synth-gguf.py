@@ -123,11 +123,15 @@ def main() -> None:
         mat(f"blk.{i}.ffn_gate.weight", Q.Q4_K, a.ff, a.embd)
         mat(f"blk.{i}.ffn_up.weight", Q.Q4_K, a.ff, a.embd)
         mat(f"blk.{i}.ffn_down.weight", more, a.embd, a.ff)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    tmp.replace(a.out)
+    try:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        tmp.replace(a.out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no half-written file left behind
+        raise
     print(f"{a.out}: {a.out.stat().st_size / 1e6:.0f} MB, {a.layers} layers of {a.embd} (ff {a.ff}), vocab {n_vocab}")
 
 

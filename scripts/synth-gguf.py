@@ -20,12 +20,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 try:
     import gguf
-except ImportError:
-    sys.exit("synth-gguf: needs gguf-py (python3 -m pip install --target DIR gguf numpy; PYTHONPATH=DIR)")
+    import numpy as np
+except ImportError as e:
+    sys.exit(f"synth-gguf: {e}: needs gguf-py and numpy (python3 -m pip install --target DIR gguf numpy; PYTHONPATH=DIR)")
 
 Q = gguf.GGMLQuantizationType
 

@@ -35,6 +35,22 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// Seconds for one pass of `dot` over `rows` rows of `rb` bytes at `w` with the activation `y`
+// (its sum added to *sink, so that the pass is not dropped).
+static double timed_pass(vec_dot_t dot, int cols, const uint8_t *w, size_t rows, size_t rb, const void *y, volatile float *sink) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    float acc = 0;
+    for (size_t r = 0; r < rows; r++) {
+        float s;
+        dot(cols, &s, 0, w + r * rb, 0, y, 0, 1);
+        acc += s;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    *sink += acc;
+    return (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+}
+
 static void *slurp(const char *dir, const char *ty, const char *ext, size_t want) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.%s", dir, ty, ext);
@@ -69,17 +85,7 @@ int main(int argc, char **argv) {
         double best = 1e30;
         volatile float sink = 0;
         for (int rep = 0; rep < reps; rep++) {
-            struct timespec a, b;
-            clock_gettime(CLOCK_MONOTONIC, &a);
-            float acc = 0;
-            for (int r = 0; r < rows; r++) {
-                float s;
-                KERNELS[k].dot(cols, &s, 0, w + (size_t)r * rb, 0, y, 0, 1);
-                acc += s;
-            }
-            clock_gettime(CLOCK_MONOTONIC, &b);
-            sink += acc;
-            double t = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+            double t = timed_pass(KERNELS[k].dot, cols, w, (size_t)rows, rb, y, &sink);
             if (t < best) best = t;
         }
         // Streamed: vec_dot row after row (as ggml's mul_mat calls it for one token) over the
@@ -89,19 +95,8 @@ int main(int argc, char **argv) {
         if (!big) { fprintf(stderr, "ggml.c: no memory for %zu bytes\n", big_rows * rb); return 1; }
         for (size_t r = 0; r < big_rows; r += (size_t)rows) memcpy(big + r * rb, w, wsize);
         double gbs[STREAM_REPS];
-        for (int rep = 0; rep < STREAM_REPS; rep++) {
-            struct timespec a, b;
-            clock_gettime(CLOCK_MONOTONIC, &a);
-            float acc = 0;
-            for (size_t r = 0; r < big_rows; r++) {
-                float s;
-                KERNELS[k].dot(cols, &s, 0, big + r * rb, 0, y, 0, 1);
-                acc += s;
-            }
-            clock_gettime(CLOCK_MONOTONIC, &b);
-            sink += acc;
-            gbs[rep] = big_rows * rb / ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9) / 1e9;
-        }
+        for (int rep = 0; rep < STREAM_REPS; rep++)
+            gbs[rep] = big_rows * rb / timed_pass(KERNELS[k].dot, cols, big, big_rows, rb, y, &sink) / 1e9;
         qsort(gbs, STREAM_REPS, sizeof gbs[0], cmp_double);
         printf("%.1f %.2f\n", best * 1e9 / rows, gbs[STREAM_REPS / 2]);
         return 0;

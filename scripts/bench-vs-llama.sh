@@ -48,9 +48,14 @@ best = [max(c) for c in zip(*rows)]
 print(f"best rounds: ours pp {best[0]:.2f} tg {best[1]:.2f}; llama.cpp pp {best[2]:.2f} tg {best[3]:.2f}; "
       f"ratio prefill {best[0]/best[2]:.3f}x, decode {best[1]/best[3]:.3f}x")
 r = gguf.GGUFReader(sys.argv[2])
-per_tok = sum(int(t.n_bytes) for t in r.tensors if t.name != "token_embd.weight")
+# A decode step reads every matrix once but the embedding (one row of it), unless the output is
+# tied to the embedding (no output.weight: SmolLM2, gemma3, Llama 3.2 1B), when the logits read
+# all of it.
+names = {t.name for t in r.tensors}
+tied = "output.weight" not in names
+per_tok = sum(int(t.n_bytes) for t in r.tensors if t.name != "token_embd.weight" or tied)
 bw = med[4] * 1e9
-print(f"weights read per token {per_tok/1e6:.1f} MB; memory read bandwidth {med[4]:.1f} GB/s ({sys.argv[3]} threads) "
+print(f"weights read per token {per_tok/1e6:.1f} MB{' (the output tied to the embedding)' if tied else ''}; memory read bandwidth {med[4]:.1f} GB/s ({sys.argv[3]} threads) "
       f"-> decode ceiling {bw/per_tok:.1f} tok/s; ours at {med[1]*per_tok/bw*100:.0f}% of it, llama.cpp at {med[3]*per_tok/bw*100:.0f}%")
 PY
 rm -f "$out"

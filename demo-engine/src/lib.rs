@@ -7,13 +7,16 @@
 //! - [`CoderPortable`]: `hw = "generic"` — scalar kernels, any CPU;
 //! - [`CoderAvx512`]: `hw = "x86_64-avx512"` — the AVX2 kernels plus AVX-512 VNNI tiled prefill;
 //! - [`CoderAwq`], [`CoderAwqPortable`]: the same for `quant = "awq"` (a checkpoint directory);
-//! - [`Smol`], [`SmolPortable`], [`SmolSm89`]: `model = "llama", quant = "q4_1"` for AVX2, any
-//!   CPU and CUDA sm_89 (the family-generic decoder driven by ckb/models/llama.toml);
-//! - [`LlamaQ4k`]: `model = "llama", quant = "q4_k_m"` for AVX2, for the llama files most often
-//!   downloaded (Llama 3.x Q4_K_M / Q4_K_S; [`load`] picks it from the file's `general.file_type`);
-//! - [`Gemma`], [`GemmaPortable`]: `model = "gemma3", quant = "q4_k_m"` for AVX2 and any CPU
-//!   (the same decoder with gemma3's parts from ckb/models/gemma3.toml: q/k norms, post norms,
-//!   GeGLU, sliding-window layers; no CUDA engine yet).
+//! - [`Smol`], [`SmolAvx512`], [`SmolPortable`], [`SmolSm89`]: `model = "llama", quant =
+//!   "q4_1"` for AVX2, AVX-512, any CPU and CUDA sm_89 (the family-generic decoder driven by
+//!   ckb/models/llama.toml);
+//! - [`LlamaQ4k`], [`LlamaQ4kAvx512`]: `model = "llama", quant = "q4_k_m"` for AVX2 and
+//!   AVX-512, for the llama files most often downloaded (Llama 3.x Q4_K_M / Q4_K_S; [`load`]
+//!   picks them from the file's `general.file_type`);
+//! - [`Gemma`], [`GemmaAvx512`], [`GemmaPortable`]: `model = "gemma3", quant = "q4_k_m"` for
+//!   AVX2, AVX-512 and any CPU (the same decoder with gemma3's parts from
+//!   ckb/models/gemma3.toml: q/k norms, post norms, GeGLU, sliding-window layers; no CUDA engine
+//!   yet).
 
 use metainfer::{GenParams, Message, Stats};
 
@@ -35,6 +38,9 @@ pub struct CoderAwqPortable;
 #[metainfer::engine(model = "llama", hw = "x86_64-avx2", quant = "q4_1", features = ["server"], batch = 16)]
 pub struct Smol;
 
+#[metainfer::engine(model = "llama", hw = "x86_64-avx512", quant = "q4_1", features = ["server"], batch = 16)]
+pub struct SmolAvx512;
+
 #[metainfer::engine(model = "llama", hw = "generic", quant = "q4_1", features = ["server"])]
 pub struct SmolPortable;
 
@@ -44,8 +50,14 @@ pub struct SmolSm89;
 #[metainfer::engine(model = "llama", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"])]
 pub struct LlamaQ4k;
 
+#[metainfer::engine(model = "llama", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"])]
+pub struct LlamaQ4kAvx512;
+
 #[metainfer::engine(model = "gemma3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct Gemma;
+
+#[metainfer::engine(model = "gemma3", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"], batch = 16)]
+pub struct GemmaAvx512;
 
 #[metainfer::engine(model = "gemma3", hw = "generic", quant = "q4_k_m", features = ["server"])]
 pub struct GemmaPortable;
@@ -191,10 +203,13 @@ impl_model!(CoderAwqSm80, "sm_80", cuda);
 impl_model!(CoderAwqSm89, "sm_89", cuda);
 impl_model!(CoderAwqSm90, "sm_90", cuda);
 impl_model!(Smol, "x86_64-avx2");
+impl_model!(SmolAvx512, "x86_64-avx512");
 impl_model!(SmolPortable, "generic");
 impl_model!(SmolSm89, "sm_89", cuda);
 impl_model!(LlamaQ4k, "x86_64-avx2");
+impl_model!(LlamaQ4kAvx512, "x86_64-avx512");
 impl_model!(Gemma, "x86_64-avx2");
+impl_model!(GemmaAvx512, "x86_64-avx512");
 impl_model!(GemmaPortable, "generic");
 
 /// Which generated engine to use.
@@ -248,7 +263,8 @@ pub fn has_avx2() -> bool {
     }
 }
 
-fn has_avx512() -> bool {
+/// Whether the cpu can run the `x86_64-avx512` engines (AVX2, FMA, AVX-512 F/BW/VL and VNNI).
+pub fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         has_avx2()
@@ -429,11 +445,13 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                     fix: "use --engine auto, avx2 or generic; the ckb has no cuda forward for gemma3's parts yet".into(),
                 })
             }
+            _ if uses_avx512(which) => Box::new(GemmaAvx512::load(path)?),
             _ if uses_avx2(which) => Box::new(Gemma::load(path)?),
             _ => Box::new(GemmaPortable::load(path)?),
         });
     }
     if family == Family::Llama {
+        let k_quant = k_quant_llama(head.and_then(|h| h.file_type));
         return Ok(match which {
             // sm_89 PTX runs on sm_90 GPUs too (the driver JITs it).
             Which::Cuda(Arch::Sm89 | Arch::Sm90) => Box::new(SmolSm89::load(path)?),
@@ -445,19 +463,14 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                     fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine; demo-engine has no sm_80 llama engine".into(),
                 })
             }
-            _ if uses_avx2(which) && k_quant_llama(head.and_then(|h| h.file_type)) => {
-                Box::new(LlamaQ4k::load(path)?)
-            }
+            _ if uses_avx512(which) && k_quant => Box::new(LlamaQ4kAvx512::load(path)?),
+            _ if uses_avx512(which) => Box::new(SmolAvx512::load(path)?),
+            _ if uses_avx2(which) && k_quant => Box::new(LlamaQ4k::load(path)?),
             _ if uses_avx2(which) => Box::new(Smol::load(path)?),
             _ => Box::new(SmolPortable::load(path)?),
         });
     }
-    let avx512 = match which {
-        Which::Auto => has_avx512(),
-        Which::Avx512 => true,
-        _ => false,
-    };
-    if avx512 && !is_checkpoint(path) {
+    if uses_avx512(which) && !is_checkpoint(path) {
         return Ok(Box::new(CoderAvx512::load(path)?));
     }
     let avx2 = match which {
@@ -484,8 +497,18 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
     })
 }
 
+/// Whether a cpu engine choice runs the `x86_64-avx512` engines: `auto` where the cpu has
+/// AVX-512 F/BW/VL and VNNI, and `avx512` (whose engines then refuse a cpu without them).
+fn uses_avx512(which: Which) -> bool {
+    match which {
+        Which::Auto => has_avx512(),
+        Which::Avx512 => true,
+        _ => false,
+    }
+}
+
 /// Whether a cpu engine choice runs the `x86_64-avx2` engines: `auto` where the cpu has AVX2,
-/// `avx2` and `avx512` (families without an AVX-512 engine take the AVX2 one).
+/// `avx2` and `avx512` (the AWQ checkpoints have no AVX-512 engine and take the AVX2 one).
 fn uses_avx2(which: Which) -> bool {
     match which {
         Which::Auto => has_avx2(),

@@ -30,7 +30,7 @@ struct ModelArgs {
     /// Worker threads (default: all cores).
     #[arg(long, short = 't')]
     threads: Option<usize>,
-    /// Which generated engine of the file's family (its general.architecture: qwen2 or llama): auto (avx512 for qwen2 GGUF files, else avx2, when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
+    /// Which generated engine of the file's family (its general.architecture: qwen2, llama or gemma3): auto (avx512 where the cpu has AVX-512 VNNI, for GGUF files; else avx2 when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
     #[arg(long, default_value = "auto")]
     engine: Which,
     /// CUDA engines: launch every kernel of a decode step instead of replaying a captured CUDA graph.

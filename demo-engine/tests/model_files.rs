@@ -180,19 +180,23 @@ fn llama_k_quant_files_get_the_q4_k_engine() {
         (&q4_1, Which::Avx2, "Smol"),
         (&tiny_llama, Which::Avx2, "Smol"),
         (&q4km, Which::Generic, "SmolPortable"),
+        (&q4km, Which::Avx512, "LlamaQ4kAvx512"),
+        (&q4_1, Which::Avx512, "SmolAvx512"),
     ] {
-        if which == Which::Avx2 && !demo_engine::has_avx2() {
+        if (which == Which::Avx2 && !demo_engine::has_avx2())
+            || (which == Which::Avx512 && !demo_engine::has_avx512())
+        {
             continue;
         }
         let mut m = load(path, which).unwrap();
         assert_eq!(m.name(), engine, "{} with {which:?}", path.display());
-        // the file is all F32: the AVX2 engines of either quant compute the same greedy ids
+        // the file is all F32: the AVX2 and AVX-512 engines of either quant compute the same greedy ids
         let ids = m.encode("hello world");
         let mut p = GenParams::greedy(6);
         p.stop_at_eos = false;
         let got = m.generate_ids(&ids, &p, &mut |_, _| true).unwrap().0;
         assert_eq!(got.len(), 6);
-        if which == Which::Avx2 {
+        if which != Which::Generic {
             assert_eq!(want.get_or_insert_with(|| got.clone()), &got, "{engine}");
         }
     }

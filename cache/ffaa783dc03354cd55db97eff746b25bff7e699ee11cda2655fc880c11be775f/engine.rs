@@ -847,7 +847,7 @@ mod dot_f32 {
 }
 pub use dot_f32::*;
 
-// ==== 5. Q4_1 blocks and dot kernel — contract dot_q4_1 v2, realization dot_q4_1/blocks (ckb) ====
+// ==== 5. Q4_1 blocks and dot kernel — contract dot_q4_1 v3, realization dot_q4_1/blocks (ckb) ====
 mod dot_q4_1 {
     use super::*;
 

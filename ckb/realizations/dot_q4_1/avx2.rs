@@ -86,35 +86,49 @@ pub(crate) unsafe fn dot4_q4_1_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_rows4_q4_1_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
+    dot_rows_q4_1(rows, x, |qx, qy| unsafe { _mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(qx, qy)) })
+}
+
+/// dot_rows4_q4_1_avx2 for N rows with `sums(nibbles, y's quants)` giving the block's eight i32
+/// lane sums (lane i: Σ of the products of values 4i..4i + 4) exactly: maddubs + madd here, one
+/// vpdpbusd in avx512.rs (the same integers). Inlined into its callers, whose instruction sets
+/// it uses.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dot_rows_q4_1<const N: usize>(rows: [&[u8]; N], x: &Act, sums: impl Fn(__m256i, __m256i) -> __m256i) -> [f32; N] {
+    let step = |acc: __m256, d: f32, qx: __m256i, y: &BlockQ8_0| unsafe {
+        let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
+        _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sums(qx, qy)), acc)
+    };
     let w = rows.map(q4_1_blocks);
     let n = x.q8_0.len();
     for w in &w {
         assert_eq!(w.len(), n, "Q4_1 row of {} blocks for a Q8_0 activation of {n} blocks", w.len());
     }
     assert!(n * 32 == x.f32.len() && x.q8_0_d.len() == n && x.q8_0_s.len() == n, "activation lacks its Q8_0 form");
-    let (mut acc, mut summs) = ([_mm256_setzero_ps(); 4], [0.0f32; 4]);
-    let (mut dd, mut mw) = ([[0.0f32; 8]; 4], [[0.0f32; 8]; 4]); // [row][block of the group]: d_w * d_x, m_w
+    let (mut acc, mut summs) = ([_mm256_setzero_ps(); N], [0.0f32; N]);
+    let (mut dd, mut mw) = ([[0.0f32; 8]; N], [[0.0f32; 8]; N]); // [row][block of the group]: d_w * d_x, m_w
     let full = n / 8 * 8;
     for g in (0..full).step_by(8) {
         let xd = _mm256_loadu_ps(x.q8_0_d[g..g + 8].as_ptr());
-        for r in 0..4 {
+        for r in 0..N {
             let (wd, wm) = q4_1_scales_mins(&w[r][g..g + 8]);
             _mm256_storeu_ps(mw[r].as_mut_ptr(), wm);
             _mm256_storeu_ps(dd[r].as_mut_ptr(), _mm256_mul_ps(wd, xd));
         }
         for k in 0..8 {
-            for r in 0..4 {
+            for r in 0..N {
                 summs[r] = mw[r][k].mul_add(x.q8_0_s[g + k], summs[r]);
-                acc[r] = q4_1_step(acc[r], dd[r][k], q4_1_nibbles(&w[r][g + k]), &x.q8_0[g + k]);
+                acc[r] = step(acc[r], dd[r][k], q4_1_nibbles(&w[r][g + k]), &x.q8_0[g + k]);
             }
         }
     }
     for i in full..n {
-        for r in 0..4 {
+        for r in 0..N {
             let b = &w[r][i];
             let (d, m) = (fp16_to_f32(u16::from_le_bytes(b.d)), fp16_to_f32(u16::from_le_bytes(b.m)));
             summs[r] = m.mul_add(x.q8_0_s[i], summs[r]);
-            acc[r] = q4_1_step(acc[r], d * x.q8_0_d[i], q4_1_nibbles(b), &x.q8_0[i]);
+            acc[r] = step(acc[r], d * x.q8_0_d[i], q4_1_nibbles(b), &x.q8_0[i]);
         }
     }
     let h = hsum_f32x8_rows(acc);

@@ -1053,7 +1053,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks (ckb) ====
+// ==== 8. Q8_0 blocks and dot kernel — contract dot_q8_0 v3, realization dot_q8_0/blocks (ckb) ====
 mod dot_q8_0 {
     use super::*;
 

@@ -1502,7 +1502,7 @@ mod dot_q6_k {
 }
 pub use dot_q6_k::*;
 
-// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v2, realization dot_q8_0/blocks+scalar (ckb) ====
+// ==== 9. Q8_0 blocks and dot kernel — contract dot_q8_0 v3, realization dot_q8_0/blocks+scalar (ckb) ====
 mod dot_q8_0 {
     use super::*;
 

@@ -77,10 +77,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // word; session 14) to 3,625; Llama 3.x files in the llama family (rope frequency
         // factors in the loader and the rope table, the llama-bpe pre-tokenizer's ignore_merges
         // and BOS default: +17 in every engine, each branch folding away where the family lacks
-        // the part; session 15) to 3,650.
+        // the part; session 15) to 3,650; Q8_0's VNNI gemv and 8 x 4 tiles in llama.cpp's order
+        // in the avx512 engines (+45 there, with its AVX2 four-token kernel, dead code in them,
+        // moved out; prefill of an all-Q8_0 SmolLM2 +65%, from 0.70x llama.cpp's to 1.19x;
+        // session 19) to 3,700.
         assert!(
-            code < 3650,
-            "{hw}: engine.rs has {code} lines of code, over the 3,650-line budget"
+            code < 3700,
+            "{hw}: engine.rs has {code} lines of code, over the 3,700-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

@@ -12,29 +12,31 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_q8_0_avx2(row: &[u8], x: &Act) -> f32 {
-    dot_rows_q8_0_avx2([row], x)[0]
+    dot_rows_q8_0([row], x, |qx, qy, _| unsafe { mul_sum_i8_pairs_float(qx, qy) })[0]
 }
 
-/// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0_avx2 of four rows.
+/// The gemv's four-row form (`dot_rows4` in the dispatch): dot_rows_q8_0 of four rows.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_rows4_q8_0_avx2(rows: [&[u8]; 4], x: &Act) -> [f32; 4] {
-    dot_rows_q8_0_avx2(rows, x)
+    dot_rows_q8_0(rows, x, |qx, qy, _| unsafe { mul_sum_i8_pairs_float(qx, qy) })
 }
 
 /// rows[r] . x for N Q8_0 rows (the gemv takes four at a time: each activation block is loaded
 /// once for the four, one call and one reduction serve them); per row the operations and their
 /// order are those of one row, so rows[r]'s result is bitwise dot_q8_0_avx2(rows[r], x).
-/// Requires AVX2, FMA and F16C.
+/// `sums(w's quants, y's quants, the block's index)` gives the block's eight lane sums Σ w * y
+/// over four quants, exactly, as f32: ggml's mul_sum_i8_pairs_float here, a vpdpbusd in
+/// avx512.rs. Inlined into its callers, whose instruction sets it uses.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32; N] {
+#[inline(always)]
+unsafe fn dot_rows_q8_0<const N: usize>(rows: [&[u8]; N], x: &Act, sums: impl Fn(__m256i, __m256i, usize) -> __m256) -> [f32; N] {
     let w = rows.map(q8_0_blocks);
     let (a, ad) = (&x.q8_0[..], &x.q8_0_d[..]);
     for w in &w {
         assert_eq!(w.len(), a.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), a.len());
     }
-    assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len(), "activation lacks its Q8_0 form");
+    assert!(a.len() * 32 == x.f32.len() && ad.len() == a.len() && x.q8_0_neg16.len() == a.len(), "activation lacks its Q8_0 form");
     let mut acc = [_mm256_setzero_ps(); N];
     // Eight blocks per step: their eight scale products are formed at once and parked on the
     // stack, then broadcast from there block by block (a load rather than a lane permute on the
@@ -50,40 +52,7 @@ unsafe fn dot_rows_q8_0_avx2<const N: usize>(rows: [&[u8]; N], x: &Act) -> [f32;
             let qy = _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i);
             for r in 0..N {
                 let qx = _mm256_loadu_si256(w[r][8 * g + k].qs.as_ptr() as *const __m256i);
-                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), mul_sum_i8_pairs_float(qx, qy), acc[r]);
-            }
-        }
-    }
-    hsum_f32x8_rows(acc)
-}
-
-/// row . xs[t] for a Q8_0 row and four activations (prefill): each weight block is loaded
-/// (and its |w| formed) once and dotted with the four tokens; per token the float operations
-/// are those of dot_q8_0_avx2 in the same order, so result t is bitwise dot_q8_0_avx2(row, xs[t]).
-/// Requires AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn dot4_q8_0_avx2(row: &[u8], xs: [&Act; 4]) -> [f32; 4] {
-    let w = q8_0_blocks(row);
-    for x in xs {
-        assert_eq!(w.len(), x.q8_0.len(), "Q8_0 row of {} blocks for a Q8_0 activation of {} blocks", w.len(), x.q8_0.len());
-        assert!(x.q8_0.len() * 32 == x.f32.len() && x.q8_0_d.len() == x.q8_0.len(), "activation lacks its Q8_0 form");
-    }
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let ones = _mm256_set1_epi16(1);
-    let mut dd = [[0f32; 8]; 4]; // [token][block of the group]: d_w * d_x, parked on the stack
-    for (g, wb) in w.chunks(8).enumerate() {
-        let wd = f16x8_scales(wb.len(), |k| wb[k].d);
-        for t in 0..4 {
-            _mm256_storeu_ps(dd[t].as_mut_ptr(), _mm256_mul_ps(wd, f32x8_head(&xs[t].q8_0_d[8 * g..8 * g + wb.len()])));
-        }
-        for (k, b) in wb.iter().enumerate() {
-            let qx = _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i);
-            let ax = _mm256_sign_epi8(qx, qx);
-            for t in 0..4 {
-                let qy = _mm256_loadu_si256(xs[t].q8_0[8 * g + k].qs.as_ptr() as *const __m256i);
-                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(ones, _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx))));
-                acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[t][k]), p, acc[t]);
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][k]), sums(qx, qy, 8 * g + k), acc[r]);
             }
         }
     }

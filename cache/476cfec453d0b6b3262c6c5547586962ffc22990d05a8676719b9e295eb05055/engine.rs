@@ -16,7 +16,7 @@
 //    1. Constants and configuration (generated)
 //    2. Model file reader (GGUF v2/v3 on mmap) (gguf_reader/mmap)
 //    3. Activation quantization (Q8_0 / Q8_K, as ggml) (act_quant/scalar)
-//    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2)
+//    4. AVX2 helpers shared by the dot kernels (simd_avx2/avx2+avx512)
 //    5. llama.cpp's float kernels: expf, SwiGLU, softmax and one head's attention (vec_ops/lane+avx2)
 //    6. Prefill attention over long spans in blocks with an online softmax (flash attention) (flash_attn/lane+avx512)
 //    7. F32 blocks and dot kernel (dot_f32/blocks+avx2)
@@ -836,7 +836,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v5, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v6, realization simd_avx2/avx2+avx512 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
@@ -979,6 +979,72 @@ mod simd_avx2 {
             let v = if g < 4 { _mm256_permute2x128_si256::<0x20>(a, b) } else { _mm256_permute2x128_si256::<0x31>(a, b) };
             _mm256_store_si256(out[g / 2].0.as_mut_ptr().add(32 * (g % 2)) as *mut __m256i, v);
         }
+    }
+
+    // AVX-512 VNNI helpers of the 8 x 4 tiles in llama.cpp's order (Q4_1 and Q8_0): a tile's eight
+    // rows laid out two per 64-byte line, and the loop that dots them with four tokens, two (row,
+    // token) pairs per 512-bit register, each row in its own eight lanes.
+
+    /// A block's 32 bytes of eight rows (q[r]) as four lines: line p holds rows 2p and 2p + 1, 32
+    /// bytes each. Requires four lines in `out`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn pair_lines8(q: [__m256i; 8], out: &mut [DecLine]) {
+        for (p, line) in out[..4].iter_mut().enumerate() {
+            let line = line.0.as_mut_ptr();
+            _mm256_store_si256(line as *mut __m256i, q[2 * p]);
+            _mm256_store_si256(line.add(32) as *mut __m256i, q[2 * p + 1]);
+        }
+    }
+
+    /// out[r][t] = hsum_f32x8 of Σ_k d_w[r] * d_x[t] * f32(lanes) for the eight rows of a tile laid
+    /// out by pair_lines8 (block k: lines[4k..4k + 4]; the rows' f32 scales at d[stride * k..+ 8])
+    /// and four activations, where a block's lanes are vpdpbusd(start(t, k), row's bytes, token's
+    /// quants): per block, pair of rows and token, one vpdpbusd, one multiply, one conversion and
+    /// one fma in llama.cpp's order (acc = fma(d_w * d_x, f32(sums), acc)), the float steps of its
+    /// one-row dot. `each_block(k)` runs once per block (a kernel's own lanes, Q4_1's min term).
+    /// Requires AVX2, FMA and AVX-512 F + VL + VNNI; panics unless the lines, scales and
+    /// activations have the same number of blocks.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn dot8x4_pairs_avx512(lines: &[DecLine], d: &[f32], stride: usize, xs: [&Act; 4], start: impl Fn(usize, usize) -> __m512i, mut each_block: impl FnMut(usize)) -> [[f32; 4]; 8] {
+        let n = lines.len() / 4;
+        assert!(lines.len() == 4 * n && d.len() == stride * n && stride >= 8, "8-row tile of {} lines and {} scales", lines.len(), d.len());
+        let ok = |x: &Act| x.q8_0.len() == n && x.q8_0_d.len() == n && x.f32.len() == 32 * n;
+        assert!(xs.iter().all(|x| ok(x)), "8-row tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        // the scale of row 2p in lanes 0..8 and of row 2p + 1 in lanes 8..16
+        let idx = [0, 2, 4, 6].map(|a: i32| unsafe { _mm512_setr_epi32(a, a, a, a, a, a, a, a, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1) });
+        let mut acc = [[_mm512_setzero_ps(); 4]; 4]; // [pair of rows][token]
+        for k in 0..n {
+            // SAFETY (indexing): k < n, so lines 4k..4k + 4, scales stride * k..+ 8 and block k of
+            // every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
+            let dw = _mm512_castps256_ps512(_mm256_loadu_ps(d.as_ptr().add(stride * k)));
+            let y = xs.map(|x| unsafe { _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i)) });
+            let s0 = [start(0, k), start(1, k), start(2, k), start(3, k)];
+            each_block(k);
+            for p in 0..4 {
+                let w = _mm512_load_si512(lines.as_ptr().add(4 * k + p) as *const __m512i);
+                let dwp = _mm512_permutexvar_ps(idx[p], dw);
+                for t in 0..4 {
+                    let s = _mm512_dpbusd_epi32(s0[t], w, y[t]);
+                    let dd = _mm512_mul_ps(dwp, _mm512_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
+                    acc[p][t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s), acc[p][t]);
+                }
+            }
+        }
+        // row 2p in the low half of acc[p][t], row 2p + 1 in the high half (plain loops: a closure
+        // here, compiled without the target features, kept acc in memory through the loop above)
+        let mut out = [[0f32; 4]; 8];
+        for p in 0..4 {
+            for t in 0..4 {
+                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p][t])));
+                out[2 * p][t] = hsum_f32x8(_mm512_castps512_ps256(acc[p][t]));
+                out[2 * p + 1][t] = hsum_f32x8(hi);
+            }
+        }
+        out
     }
 }
 pub use simd_avx2::*;
@@ -1945,10 +2011,10 @@ mod dot_q4_1 {
         dot_rows_q4_1(rows, x, |qx, qy| unsafe { _mm256_dpbusd_epi32(_mm256_setzero_si256(), qx, qy) })
     }
 
-    /// Decodes eight Q4_1 rows for dot8x4_q4_1_avx512. Layout: block k takes lines 4k..4k + 4, line
-    /// 4k + p holding rows 2p and 2p + 1's 32 nibbles (0..=15) as bytes in value order, 32 bytes
-    /// each; out.d[16k..16k + 8] are the rows' f32 scales of block k, out.d[16k + 8..16k + 16] their
-    /// mins. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
+    /// Decodes eight Q4_1 rows for dot8x4_q4_1_avx512: block k's nibbles (0..=15, as bytes in value
+    /// order) in lines 4k..4k + 4 as pair_lines8 lays them out; out.d[16k..16k + 8] are the rows' f32
+    /// scales of block k, out.d[16k + 8..16k + 16] their mins. The buffers of `out` are reused.
+    /// Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn decode8_q4_1_avx512(rows: [&[u8]; 8], out: &mut DecRows) {
@@ -1960,65 +2026,36 @@ mod dot_q4_1 {
         out.d.clear();
         let f = |h: [u8; 2]| fp16_to_f32(u16::from_le_bytes(h));
         for k in 0..n {
-            for p in 0..4 {
-                let line = out.b[4 * k + p].0.as_mut_ptr();
-                _mm256_store_si256(line as *mut __m256i, q4_1_nibbles(&w[2 * p][k]));
-                _mm256_store_si256(line.add(32) as *mut __m256i, q4_1_nibbles(&w[2 * p + 1][k]));
-            }
+            pair_lines8(w.map(|r| unsafe { q4_1_nibbles(&r[k]) }), &mut out.b[4 * k..]);
             out.d.extend((0..8).map(|r| f(w[r][k].d)));
             out.d.extend((0..8).map(|r| f(w[r][k].m)));
         }
     }
 
     /// rows[r] . xs[t] for eight rows decoded by decode8_q4_1_avx512 and four activations, bitwise
-    /// dot_q4_1_avx2(rows[r], xs[t]): per block, pair of rows and token, the eight lane sums of each
-    /// row by one 512-bit vpdpbusd (the token's quants in both halves), acc = fma(d_w * d_x, f32(sums),
-    /// acc) in the row's eight lanes, summs = fma(m_w, s_x, summs) in its lane; then hsum_f32x8 of the
-    /// row's lanes + summs. Requires AVX2, FMA and AVX-512 F + VL + VNNI.
+    /// dot_q4_1_avx2(rows[r], xs[t]): dot8x4_pairs_avx512 with lanes from zero, plus per block
+    /// summs = fma(m_w, s_x, summs) in the row's lane, added to the row's hsum. Requires AVX2, FMA and
+    /// AVX-512 F + VL + VNNI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(crate) unsafe fn dot8x4_q4_1_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = rows.d.len() / 16;
-        assert!(rows.b.len() == 4 * n && rows.d.len() == 16 * n, "decoded Q4_1 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        let ok = |x: &Act| x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_s.len() == n && x.f32.len() == 32 * n;
-        assert!(xs.iter().all(|x| ok(x)), "decoded Q4_1 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
-        // the scale of row 2p in lanes 0..8 and of row 2p + 1 in lanes 8..16
-        let pair = |p: i32| _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1);
-        let idx = [pair(0), pair(1), pair(2), pair(3)];
-        let mut acc = [[_mm512_setzero_ps(); 4]; 4]; // [pair of rows][token]
+        let n = rows.b.len() / 4;
+        assert!(xs.iter().all(|x| x.q8_0_s.len() == n), "decoded Q4_1 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
         let mut summs = [_mm256_setzero_ps(); 4]; // [token], lane r: row r
-        for k in 0..n {
-            // SAFETY (indexing): k < n, so lines 4k..4k + 4, scales and mins 16k..16k + 16 and block
-            // k of every activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
-            let dw = _mm512_castps256_ps512(_mm256_loadu_ps(rows.d.as_ptr().add(16 * k)));
-            let mw = _mm256_loadu_ps(rows.d.as_ptr().add(16 * k + 8));
-            let y = xs.map(|x| unsafe { _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q8_0.get_unchecked(k).qs.as_ptr() as *const __m256i)) });
+        let min_term = |k: usize| {
+            // SAFETY (indexing): dot8x4_pairs_avx512 asserts n blocks of scales and mins (16 per
+            // block), k < n, and q8_0_s has n sums (asserted above).
+            let mw = unsafe { _mm256_loadu_ps(rows.d.as_ptr().add(16 * k + 8)) };
             for t in 0..4 {
-                summs[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*xs[t].q8_0_s.get_unchecked(k)), summs[t]);
+                summs[t] = unsafe { _mm256_fmadd_ps(mw, _mm256_set1_ps(*xs[t].q8_0_s.get_unchecked(k)), summs[t]) };
             }
-            for p in 0..4 {
-                let w = _mm512_load_si512(rows.b.as_ptr().add(4 * k + p) as *const __m512i);
-                let dwp = _mm512_permutexvar_ps(idx[p], dw);
-                for t in 0..4 {
-                    let s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, y[t]);
-                    let dd = _mm512_mul_ps(dwp, _mm512_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
-                    acc[p][t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s), acc[p][t]);
-                }
-            }
-        }
+        };
+        let dots = dot8x4_pairs_avx512(&rows.b, &rows.d, 16, xs, |_, _| _mm512_setzero_si512(), min_term);
         let mut m = [[0f32; 8]; 4]; // [token][row]
         for t in 0..4 {
             _mm256_storeu_ps(m[t].as_mut_ptr(), summs[t]);
         }
-        let mut out = [[0f32; 4]; 8];
-        for p in 0..4 {
-            for t in 0..4 {
-                let (lo, hi) = (_mm512_castps512_ps256(acc[p][t]), _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p][t]))));
-                out[2 * p][t] = hsum_f32x8(lo) + m[t][2 * p];
-                out[2 * p + 1][t] = hsum_f32x8(hi) + m[t][2 * p + 1];
-            }
-        }
-        out
+        std::array::from_fn(|r| std::array::from_fn(|t| dots[r][t] + m[t][r]))
     }
 }
 pub use dot_q4_1::*;
@@ -2391,10 +2428,9 @@ mod dot_q8_0 {
         _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(n128, _mm256_xor_si256(qx, _mm256_set1_epi8(-128)), qy))
     }
 
-    /// Decodes eight Q8_0 rows for dot8x4_q8_0_avx512. Layout: block k takes lines 4k..4k + 4, line
-    /// 4k + p holding rows 2p and 2p + 1's 32 quants + 128 (as u8), 32 bytes each; out.d[8k..8k + 8]
-    /// are the rows' f32 scales of block k. The buffers of `out` are reused. Requires AVX2, FMA and
-    /// F16C.
+    /// Decodes eight Q8_0 rows for dot8x4_q8_0_avx512: block k's quants + 128 (as u8) in lines
+    /// 4k..4k + 4 as pair_lines8 lays them out; out.d[8k..8k + 8] are the rows' f32 scales of block
+    /// k. The buffers of `out` are reused. Requires AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn decode8_q8_0_avx512(rows: [&[u8]; 8], out: &mut DecRows) {
@@ -2406,57 +2442,26 @@ mod dot_q8_0 {
         out.d.clear();
         let biased = |b: &BlockQ8_0W| unsafe { _mm256_xor_si256(_mm256_loadu_si256(b.qs.as_ptr() as *const __m256i), _mm256_set1_epi8(-128)) };
         for k in 0..n {
-            for p in 0..4 {
-                let line = out.b[4 * k + p].0.as_mut_ptr();
-                _mm256_store_si256(line as *mut __m256i, biased(&w[2 * p][k]));
-                _mm256_store_si256(line.add(32) as *mut __m256i, biased(&w[2 * p + 1][k]));
-            }
+            pair_lines8(w.map(|r| biased(&r[k])), &mut out.b[4 * k..]);
             out.d.extend((0..8).map(|r| fp16_to_f32(u16::from_le_bytes(w[r][k].d))));
         }
     }
 
     /// rows[r] . xs[t] for eight rows decoded by decode8_q8_0_avx512 and four activations, bitwise
-    /// dot_q8_0_avx2(rows[r], xs[t]): per block, pair of rows and token, the eight lane sums of each
-    /// row by one 512-bit vpdpbusd (the token's quants and its -128 * Σ lanes in both halves), acc =
-    /// fma(d_w * d_x, f32(sums), acc) in the row's eight lanes; then hsum_f32x8 of the row's lanes.
-    /// Requires AVX2, FMA and AVX-512 F + VL + VNNI.
+    /// dot_q8_0_avx2(rows[r], xs[t]): dot8x4_pairs_avx512 with each token's lanes started from -128 *
+    /// its four-quant sums (8 x q8_0_neg16, in both halves). Requires AVX2, FMA and AVX-512 F + VL +
+    /// VNNI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(crate) unsafe fn dot8x4_q8_0_avx512(rows: &DecRows, xs: [&Act; 4]) -> [[f32; 4]; 8] {
-        let n = rows.d.len() / 8;
-        assert!(rows.b.len() == 4 * n && rows.d.len() == 8 * n, "decoded Q8_0 tile of {} lines and {} scales", rows.b.len(), rows.d.len());
-        let ok = |x: &Act| x.q8_0.len() == n && x.q8_0_d.len() == n && x.q8_0_neg16.len() == n && x.f32.len() == 32 * n;
-        assert!(xs.iter().all(|x| ok(x)), "decoded Q8_0 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
-        // the scale of row 2p in lanes 0..8 and of row 2p + 1 in lanes 8..16
-        let pair = |p: i32| _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1);
-        let idx = [pair(0), pair(1), pair(2), pair(3)];
-        let mut acc = [[_mm512_setzero_ps(); 4]; 4]; // [pair of rows][token]
-        for k in 0..n {
-            // SAFETY (indexing): k < n, so lines 4k..4k + 4, scales 8k..8k + 8 and block k of every
-            // activation exist (asserted above). Aligned loads: a DecLine is 64-byte aligned.
-            let dw = _mm512_castps256_ps512(_mm256_loadu_ps(rows.d.as_ptr().add(8 * k)));
-            let bcast = |p: *const i32| unsafe { _mm512_broadcast_i64x4(_mm256_loadu_si256(p as *const __m256i)) };
-            let y = xs.map(|x| bcast(x.q8_0.get_unchecked(k).qs.as_ptr() as *const i32));
-            let n128 = xs.map(|x| _mm512_slli_epi32::<3>(bcast(x.q8_0_neg16.get_unchecked(k).as_ptr())));
-            for p in 0..4 {
-                let w = _mm512_load_si512(rows.b.as_ptr().add(4 * k + p) as *const __m512i);
-                let dwp = _mm512_permutexvar_ps(idx[p], dw);
-                for t in 0..4 {
-                    let s = _mm512_dpbusd_epi32(n128[t], w, y[t]);
-                    let dd = _mm512_mul_ps(dwp, _mm512_set1_ps(*xs[t].q8_0_d.get_unchecked(k)));
-                    acc[p][t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s), acc[p][t]);
-                }
-            }
-        }
-        let mut out = [[0f32; 4]; 8];
-        for p in 0..4 {
-            for t in 0..4 {
-                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p][t])));
-                out[2 * p][t] = hsum_f32x8(_mm512_castps512_ps256(acc[p][t]));
-                out[2 * p + 1][t] = hsum_f32x8(hi);
-            }
-        }
-        out
+        let n = rows.b.len() / 4;
+        assert!(xs.iter().all(|x| x.q8_0_neg16.len() == n), "decoded Q8_0 tile of {n} blocks for activations of {:?} values", xs.map(|x| x.f32.len()));
+        // SAFETY (indexing): k < n blocks (dot8x4_pairs_avx512 calls it so), q8_0_neg16 has n (above)
+        let start = |t: usize, k: usize| unsafe {
+            let n16 = xs[t].q8_0_neg16.get_unchecked(k).as_ptr() as *const __m256i;
+            _mm512_slli_epi32::<3>(_mm512_broadcast_i64x4(_mm256_loadu_si256(n16)))
+        };
+        dot8x4_pairs_avx512(&rows.b, &rows.d, 8, xs, start, |_| {})
     }
 }
 pub use dot_q8_0::*;
@@ -2897,7 +2902,10 @@ mod matvec {
     /// Bytes of a task's weight stream requested ahead of the dot kernels: left to the hardware
     /// prefetchers alone, the matvecs of a decode step read the weights at about half the
     /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
-    const PREFETCH_AHEAD: usize = 2048;
+    /// 3 KiB since the hint is T1: decode medians over 2 KiB in two sets of 5-6 runs on an AVX-512
+    /// Xeon (avx512 engines, 2 threads): gemma3 +10%/+5%, SmolLM2 +4%/+2%, a 1B llama +6%/+1%, qwen2
+    /// +5%/-1%; 1 KiB lost 8-15%, 4 and 6 KiB were no better than 3. Not measured on Zen 3.
+    const PREFETCH_AHEAD: usize = 3072;
 
     /// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as
     /// far as they go before byte `end` (the end of the task's rows).

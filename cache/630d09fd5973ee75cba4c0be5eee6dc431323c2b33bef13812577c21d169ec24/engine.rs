@@ -837,7 +837,7 @@ mod act_quant {
 }
 pub use act_quant::*;
 
-// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v5, realization simd_avx2/avx2 (ckb) ====
+// ==== 4. AVX2 helpers shared by the dot kernels — contract simd_avx2 v6, realization simd_avx2/avx2 (ckb) ====
 mod simd_avx2 {
     use super::*;
 
@@ -3024,7 +3024,10 @@ mod matvec {
     /// Bytes of a task's weight stream requested ahead of the dot kernels: left to the hardware
     /// prefetchers alone, the matvecs of a decode step read the weights at about half the
     /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
-    const PREFETCH_AHEAD: usize = 2048;
+    /// 3 KiB since the hint is T1: decode medians over 2 KiB in two sets of 5-6 runs on an AVX-512
+    /// Xeon (avx512 engines, 2 threads): gemma3 +10%/+5%, SmolLM2 +4%/+2%, a 1B llama +6%/+1%, qwen2
+    /// +5%/-1%; 1 KiB lost 8-15%, 4 and 6 KiB were no better than 3. Not measured on Zen 3.
+    const PREFETCH_AHEAD: usize = 3072;
 
     /// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as
     /// far as they go before byte `end` (the end of the task's rows).

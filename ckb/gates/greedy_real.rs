@@ -1,7 +1,10 @@
-// Gate greedy_real: greedy tokens on the family's real model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M
-// for qwen2, SmolLM2-135M-Instruct Q4_1 for llama) against llama.cpp's
-// (ckb/gates/vectors/llamacpp_greedy_<arch>.txt, made by scripts/anchor/). Runs when
-// METAINFER_REAL_MODEL names a file of the engine's family; otherwise it reports itself skipped.
+// Gate greedy_real: greedy tokens on a real model of the family (Qwen2.5-Coder-0.5B-Instruct
+// Q4_K_M for qwen2; SmolLM2-135M-Instruct Q4_1, and the same requantized to Q4_K_M by
+// scripts/anchor/llama-quantize.sh, for llama; gemma-3-270m Q4_K_M for gemma3) against
+// llama.cpp's (ckb/gates/vectors/llamacpp_greedy_<arch>*.txt, made by scripts/anchor/: the file
+// whose `# model bytes:` line is the model's size). Runs when METAINFER_REAL_MODEL names a file
+// of the engine's family and quant that such vectors were recorded on; otherwise it reports
+// itself skipped.
 //
 // Each case must match llama.cpp token for token up to the first step where llama.cpp's own
 // top-1/top-2 logit margin (recorded in the vectors file) is below the near tie: there two
@@ -16,7 +19,18 @@ const NEAR_TIE: f32 = 0.1;
 fn greedy_matches_llama_cpp() {
     let Some(model) = gate_real_model("greedy_real") else { return };
     let data = std::path::PathBuf::from(std::env::var("METAINFER_GATE_DATA").expect("METAINFER_GATE_DATA names ckb/gates"));
-    let text = std::fs::read_to_string(data.join(format!("vectors/llamacpp_greedy_{MODEL_ARCH}.txt"))).expect("llama.cpp greedy vectors");
+    // the vectors recorded on this very file (its size in bytes on their `# model bytes:` line)
+    let size = std::fs::metadata(&model).expect("the real model's size").len();
+    let recorded_on = |t: &str| t.lines().find_map(|l| l.strip_prefix("# model bytes:")).and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok());
+    let prefix = format!("llamacpp_greedy_{MODEL_ARCH}");
+    let mut vectors: Vec<_> = std::fs::read_dir(data.join("vectors")).expect("ckb/gates/vectors").filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    vectors.sort();
+    let name_ok = |p: &std::path::Path| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".txt"));
+    let found = vectors.iter().filter(|p| name_ok(p)).map(|p| std::fs::read_to_string(p).expect("llama.cpp greedy vectors")).find(|t| recorded_on(t) == Some(size));
+    let Some(text) = found else {
+        println!("GATE greedy_real skipped reason=\"no ckb/gates/vectors/{prefix}*.txt was recorded on {} ({size} bytes); record llama.cpp's ids on it with scripts/anchor/llama-greedy.sh --record\"", model.display());
+        return;
+    };
     // cases: (margins, prompt, ids); a margins comment precedes each prompt line
     let mut cases: Vec<(Vec<f32>, String, Vec<u32>)> = Vec::new();
     let mut margins = Vec::new();

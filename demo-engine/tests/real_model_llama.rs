@@ -23,6 +23,27 @@ fn smollm2_generic_engine_matches_llama_cpp_too() {
     greedy_against_llama_cpp(Which::Generic);
 }
 
+/// The llama Q4_K_M engines (`LlamaQ4k`, `LlamaQ4kAvx512`: Q4_K, Q5_0, Q6_K and Q8_0 kernels in
+/// the llama decoder) on a real llama-family Q4_K_M file against llama.cpp's ids on that file
+/// (ckb/gates/vectors/llamacpp_greedy_llama_q4_k_m.txt). Skips where the file was not made.
+#[test]
+fn smollm2_q4_k_m_greedy_tokens_match_llama_cpp() {
+    let Some(path) = common::smollm2_q4_k_m() else {
+        return;
+    };
+    if !demo_engine::has_avx2() {
+        println!("skipped: the llama Q4_K_M engines need AVX2 (demo-engine has no generic one)");
+        return;
+    }
+    let mut which = vec![Which::Auto, Which::Avx2];
+    if demo_engine::has_avx512() {
+        which.push(Which::Avx512);
+    }
+    for w in which {
+        common::greedy_against_llama_cpp(&path, "llama_q4_k_m", w);
+    }
+}
+
 #[test]
 fn smollm2_perplexity_within_one_percent_of_llama_cpp() {
     if let Some(path) = common::smollm2() {

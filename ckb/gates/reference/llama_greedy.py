@@ -14,6 +14,7 @@ flips llama.cpp's own pick, and a `# near tie:` line: the larger of 0.1 and the 
 such a flip (the gates accept a divergence below it).
 """
 import json
+import os
 import sys
 
 import numpy as np
@@ -75,6 +76,7 @@ def main():
         with open(path, "w", encoding="utf-8") as f:
             f.write("# llama.cpp greedy ids (scripts/anchor/llama-greedy.sh, llama.cpp "
                     f"{llama_cpp.__version__} bindings / vendored llama.cpp), model {model.split('/')[-1]},\n")
+            f.write(f"# model bytes: {os.path.getsize(model)} (the greedy_real gate runs on the file of this size)\n")
             f.write(f"# recorded on: {host_cpu()} (llama.cpp's float sums follow the ISA it was built for:\n")
             f.write("# an AVX-512 build and an AVX2 build of the same llama.cpp pick differently at near ties)\n")
             f.write(f"# {n} tokens max, no BOS, no chat template, argmax each step, stop after an EOG token\n")

@@ -29,6 +29,24 @@ pub fn smollm2() -> Option<PathBuf> {
     )
 }
 
+/// SmolLM2-135M-Instruct requantized to Q4_K_M by llama.cpp's own quantizer
+/// (`models/SmolLM2-135M-Instruct.Q4_K_M.gguf`, made by scripts/anchor/llama-quantize.sh from the
+/// Q4_1 file; no registry these machines reach has a llama-family Q4_K_M file), or `None` with the
+/// reason printed.
+pub fn smollm2_q4_k_m() -> Option<PathBuf> {
+    let p = root().join("models/SmolLM2-135M-Instruct.Q4_K_M.gguf");
+    if p.exists() {
+        Some(p)
+    } else {
+        println!(
+            "skipped: {} is absent; make it with scripts/anchor/llama-quantize.sh models/SmolLM2-135M-Instruct.Q4_1.gguf {} (needs the llama.cpp of scripts/anchor/build-llama-cpp.sh)",
+            p.display(),
+            p.display()
+        );
+        None
+    }
+}
+
 /// The file `var` names, else `models/<default>`, when it exists.
 fn model_file(var: &str, default: &str) -> Option<PathBuf> {
     let p = std::env::var_os(var)
@@ -159,8 +177,16 @@ pub fn greedy_against_llama_cpp(path: &std::path::Path, arch: &str, which: demo_
             .iter()
             .position(|&x| x < near_tie)
             .unwrap_or(want.len());
+        // where it diverges, llama.cpp's margin there (at or above the near tie: a divergence
+        // after a near tie that both engines resolved alike, which the rule does not hold)
+        let at = margins
+            .get(same)
+            .filter(|_| same < want.len())
+            .map_or(String::new(), |x| {
+                format!(", llama.cpp margin {x:.3} at the divergence")
+            });
         println!(
-            "{} {prompt:?}: {same}/{} match (first near tie at step {must})",
+            "{} [{arch}] {prompt:?}: {same}/{} match (first near tie at step {must}{at})",
             m.hw(),
             want.len()
         );

@@ -299,10 +299,17 @@ pub enum Family {
 /// GGUF's `general.architecture`; an architecture without engines here is an error that says
 /// what would serve it.
 pub fn family_of(path: &std::path::Path) -> Result<Family, metainfer::Error> {
+    Ok(family_head(path)?.0)
+}
+
+/// The family of `path` and, for a GGUF file, its header (one scan): a checkpoint directory is
+/// qwen2, the only family demo-engine has checkpoint (AWQ) engines for.
+fn family_head(path: &std::path::Path) -> Result<(Family, Option<GgufHead>), metainfer::Error> {
     if is_checkpoint(path) {
-        return Ok(Family::Qwen2);
+        return Ok((Family::Qwen2, None));
     }
-    family_named(path, &gguf_arch(path)?)
+    let head = gguf_head(path)?;
+    Ok((family_named(path, &head.arch)?, Some(head)))
 }
 
 /// The family of a GGUF file whose `general.architecture` is `arch`.
@@ -428,13 +435,7 @@ fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
 /// directory with the AWQ engines, anything else with the GGUF ones.
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
     // one header scan gives the family and (for llama) the file type
-    let head = (!is_checkpoint(path))
-        .then(|| gguf_head(path))
-        .transpose()?;
-    let family = match &head {
-        Some(h) => family_named(path, &h.arch)?,
-        None => Family::Qwen2,
-    };
+    let (family, head) = family_head(path)?;
     if family == Family::Gemma3 {
         return Ok(match which {
             Which::Cuda(_) => {

@@ -72,9 +72,8 @@ fi
 [[ "${ONLY:-greedy}" == greedy ]] || exit 0
 
 # --- greedy ids of one long prompt --------------------------------------------------------------
-[[ -f "$LLAMA_BUILD/bindings-path.txt" ]] || die "no $LLAMA_BUILD/bindings-path.txt; re-run scripts/anchor/build-llama-cpp.sh"
-export PYTHONPATH="$(cat "$LLAMA_BUILD/bindings-path.txt"):$REPO_ROOT/ckb/gates/reference${PYTHONPATH:+:$PYTHONPATH}"
-export LLAMA_CPP_LIB_PATH="$LLAMA_BUILD/bin"
+source "$REPO_ROOT/scripts/anchor/bindings.sh"
+anchor_bindings "$LLAMA_BUILD" "$REPO_ROOT/ckb/gates/reference"
 OUT="$DATA/llamacpp_greedy_long.txt"
 python3 - "$MODEL" "$TEXT" "$OUT" <<'PY'
 import sys

@@ -12,10 +12,8 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ANCHOR_DIR="${ANCHOR_DIR:-$REPO_ROOT/target/anchor}"
 BUILD="${LLAMA_BUILD:-$ANCHOR_DIR/build}"
 die() { echo "llama-greedy: error: $*" >&2; exit 1; }
-[[ -f "$BUILD/bin/libllama.so" ]] || die "no $BUILD/bin/libllama.so; run scripts/anchor/build-llama-cpp.sh first"
-[[ -f "$BUILD/bindings-path.txt" ]] || die "no $BUILD/bindings-path.txt; re-run scripts/anchor/build-llama-cpp.sh"
-export PYTHONPATH="$(cat "$BUILD/bindings-path.txt")${PYTHONPATH:+:$PYTHONPATH}"
-export LLAMA_CPP_LIB_PATH="$BUILD/bin"
+source "$REPO_ROOT/scripts/anchor/bindings.sh"
+anchor_bindings "$BUILD"
 PY="$REPO_ROOT/ckb/gates/reference/llama_greedy.py"
 if [[ "${1:-}" == "--record" ]]; then
     shift

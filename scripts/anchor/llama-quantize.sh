@@ -17,10 +17,8 @@ BUILD="${LLAMA_BUILD:-$ANCHOR_DIR/build}"
 die() { echo "llama-quantize: error: $*" >&2; exit 1; }
 [[ $# -eq 2 || $# -eq 3 ]] || die "usage: $0 IN OUT [TYPE]   (TYPE: Q4_K_M, Q8_0, Q4_1, ...; default Q4_K_M)"
 [[ -f "$1" ]] || die "input not found: $1"
-[[ -f "$BUILD/bin/libllama.so" ]] || die "no $BUILD/bin/libllama.so; run scripts/anchor/build-llama-cpp.sh first (or set LLAMA_BUILD)"
-[[ -f "$BUILD/bindings-path.txt" ]] || die "no $BUILD/bindings-path.txt; re-run scripts/anchor/build-llama-cpp.sh"
-export PYTHONPATH="$(cat "$BUILD/bindings-path.txt")${PYTHONPATH:+:$PYTHONPATH}"
-export LLAMA_CPP_LIB_PATH="$BUILD/bin"
+source "$REPO_ROOT/scripts/anchor/bindings.sh"
+anchor_bindings "$BUILD"
 exec python3 - "$1" "$2" "${3:-Q4_K_M}" <<'PY'
 import ctypes, os, sys
 import llama_cpp

@@ -35,16 +35,11 @@ pub fn smollm2() -> Option<PathBuf> {
 /// reason printed.
 pub fn smollm2_q4_k_m() -> Option<PathBuf> {
     let p = root().join("models/SmolLM2-135M-Instruct.Q4_K_M.gguf");
-    if p.exists() {
-        Some(p)
-    } else {
-        println!(
-            "skipped: {} is absent; make it with scripts/anchor/llama-quantize.sh models/SmolLM2-135M-Instruct.Q4_1.gguf {} (needs the llama.cpp of scripts/anchor/build-llama-cpp.sh)",
-            p.display(),
-            p.display()
-        );
-        None
-    }
+    let how = format!(
+        "make it with scripts/anchor/llama-quantize.sh models/SmolLM2-135M-Instruct.Q4_1.gguf {} (needs the llama.cpp of scripts/anchor/build-llama-cpp.sh)",
+        p.display()
+    );
+    present(p, &how)
 }
 
 /// The file `var` names, else `models/<default>`, when it exists.
@@ -52,13 +47,15 @@ fn model_file(var: &str, default: &str) -> Option<PathBuf> {
     let p = std::env::var_os(var)
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("models").join(default));
+    present(p, "run scripts/fetch-model.sh")
+}
+
+/// `p` when it exists, else `None` after printing that the test skips and `how` to get it.
+fn present(p: PathBuf, how: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        println!(
-            "skipped: {} is absent; run scripts/fetch-model.sh",
-            p.display()
-        );
+        println!("skipped: {} is absent; {how}", p.display());
         None
     }
 }

@@ -2647,8 +2647,8 @@ mod dot_q8_0 {
     // an xor instead of two signs, a maddubs and a madd. Prefill: 8 x 4 tiles whose rows are decoded
     // (+ 128) once for all tokens, two rows per 512-bit register, each in its own eight lanes, so
     // that per block one vpdpbusd, one multiply for d_w * d_x, one conversion and one fma serve two
-    // (row, token) pairs with the float steps of the one-row dot (dot_q4_1's avx512.rs does the same
-    // for Q4_1).
+    // (row, token) pairs with the float steps of the one-row dot: the loop is simd_avx2's
+    // dot8x4_pairs_avx512 (avx512.rs), which dot_q4_1's tile shares.
 
     /// row . x for a Q8_0 row, bitwise dot_q8_0_avx2. Requires AVX2, FMA and AVX-512 F + VL + VNNI.
     #[cfg(target_arch = "x86_64")]

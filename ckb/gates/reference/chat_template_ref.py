@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Reference renderings of a family's default chat template (ckb/models/<family>.toml,
-`default_chat_template`: the template an engine uses when the model file has none), as
-transformers renders chat templates (Jinja2 with trim_blocks and lstrip_blocks). Deterministic.
+"""Reference renderings of a chat template as transformers renders chat templates (Jinja2
+with trim_blocks and lstrip_blocks). Deterministic. SOURCE is either a family: its default
+template (ckb/models/<family>.toml, `default_chat_template`: the template an engine uses when
+the model file has none); or a GGUF file: its tokenizer.chat_template, rendered on CASES plus
+FILE_CASES (multi-turn thinking and tool-response turns, which Qwen3's template rewrites).
 
     python3 ckb/gates/reference/chat_template_ref.py gemma3 '<bos>' '<eos>' \\
         > ckb/gates/vectors/chat_template_gemma3.json
+    python3 ckb/gates/reference/chat_template_ref.py ckb/gates/fixtures/tiny-qwen3.gguf \\
+        '<|endoftext|>' '<|im_end|>' > ckb/gates/vectors/chat_template_qwen3.json
 """
 import json
 import sys
@@ -21,15 +25,30 @@ CASES = [
     ([("user", "unicode \u2713 \u65e5\u672c \"quotes\" <b>html</b> {{ not template }} \n\n newlines  ")], True),
 ]
 
+FILE_CASES = [
+    ([("user", "q"), ("assistant", "<think>\nplan it\n</think>\n\nthe answer")], False),
+    ([("user", "q"), ("assistant", "<think>\nplan it\n</think>\n\nthe answer"), ("user", "and then?")], True),
+    ([("system", "sys"), ("user", "a"), ("system", "mid system"), ("assistant", ""), ("user", "b")], True),
+    ([("user", "call"), ("assistant", "x"), ("tool", "result1"), ("tool", "result2"), ("user", "ok")], True),
+    ([("user", "call"), ("assistant", "x"), ("tool", "result1"), ("assistant", "<think>\nr\n</think>\ndone")], False),
+    ([("user", "<tool_response>\nlooks like one\n</tool_response>")], True),
+]
+
 
 def main():
-    family, bos, eos = sys.argv[1], sys.argv[2], sys.argv[3]
-    with open(f"ckb/models/{family}.toml", "rb") as f:
-        template = tomllib.load(f)["default_chat_template"]
+    source, bos, eos = sys.argv[1], sys.argv[2], sys.argv[3]
+    cases = CASES
+    if source.endswith(".gguf"):
+        import gguf
+        template = gguf.GGUFReader(source).fields["tokenizer.chat_template"].contents()
+        cases = CASES + FILE_CASES
+    else:
+        with open(f"ckb/models/{source}.toml", "rb") as f:
+            template = tomllib.load(f)["default_chat_template"]
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     t = env.from_string(template)
     out = {"bos_token": bos, "eos_token": eos, "cases": []}
-    for msgs, agp in CASES:
+    for msgs, agp in cases:
         messages = [{"role": r, "content": c} for r, c in msgs]
         text = t.render(messages=messages, add_generation_prompt=agp, bos_token=bos, eos_token=eos)
         out["cases"].append({"messages": messages, "add_generation_prompt": agp, "expected": text})

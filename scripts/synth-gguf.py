@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A llama-family GGUF of a chosen shape with random weights, for speed measurements only.
+"""A llama- or qwen3-family GGUF of a chosen shape with random weights, for speed measurements only.
 
 The real test models are small (0.1-0.5B) and their matrices are mostly Q5_0 / Q8_0 / Q4_1: their
 widths (576, 640, 896) are not multiples of 256, so llama.cpp's Q4_K_M falls back to the legacy
@@ -12,6 +12,11 @@ block is a valid one; the text generated is noise, the work per token is a real 
 tokenizer, chat template and rope/norm settings of a donor llama GGUF (SmolLM2's by default).
 
     PYTHONPATH=<dir with gguf, numpy> scripts/synth-gguf.py OUT.gguf [--layers 16 ...]
+
+`--arch qwen3` writes a qwen3-family file instead (per-head q/k norms, the head dim as its own key,
+no biases), with the tokenizer, chat template and settings of a qwen2 donor (Qwen2.5-Coder's by
+default: the same vocab as Qwen3's); Qwen3-0.6B's shape is
+`--arch qwen3 --embd 1024 --ff 3072 --layers 28 --heads 16 --kv-heads 8 --head-dim 128`.
 
 Both engines then run the same bytes: scripts/bench-vs-llama.sh OUT.gguf 2 3.
 """
@@ -51,7 +56,7 @@ def random_rows(rng: np.random.Generator, ty, rows: int, cols: int) -> np.ndarra
     return b.reshape(rows, -1)
 
 
-def copy_field(w: "gguf.GGUFWriter", f) -> None:
+def copy_field(w: "gguf.GGUFWriter", f, name: str) -> None:
     t = f.types[0]
     if t == gguf.GGUFValueType.ARRAY:
         sub = f.types[1]
@@ -59,18 +64,21 @@ def copy_field(w: "gguf.GGUFWriter", f) -> None:
             val = [bytes(f.parts[i]).decode("utf-8", errors="surrogateescape") for i in f.data]
         else:
             val = [f.parts[i][0].item() for i in f.data]
-        w.add_key_value(f.name, val, t, sub_type=sub)
+        w.add_key_value(name, val, t, sub_type=sub)
     elif t == gguf.GGUFValueType.STRING:
-        w.add_key_value(f.name, bytes(f.parts[f.data[0]]).decode("utf-8", errors="surrogateescape"), t)
+        w.add_key_value(name, bytes(f.parts[f.data[0]]).decode("utf-8", errors="surrogateescape"), t)
     else:
-        w.add_key_value(f.name, f.parts[f.data[0]][0].item(), t)
+        w.add_key_value(name, f.parts[f.data[0]][0].item(), t)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--donor", type=Path, default=Path(__file__).resolve().parent.parent / "models/SmolLM2-135M-Instruct.Q4_1.gguf",
-                    help="a llama-family GGUF whose tokenizer and settings are copied (default: SmolLM2's, scripts/fetch-model.sh smollm2)")
+    ap.add_argument("--arch", choices=["llama", "qwen3"], default="llama")
+    ap.add_argument("--donor", type=Path, default=None,
+                    help="a GGUF whose tokenizer and settings are copied: a llama-family one for --arch llama (default: SmolLM2's, "
+                         "scripts/fetch-model.sh smollm2), a qwen2 one for qwen3 (default: Qwen2.5-Coder's, scripts/fetch-model.sh qwen2)")
+    ap.add_argument("--head-dim", type=int, default=None, help="the head dim (default: --embd / --heads; qwen3 only otherwise)")
     ap.add_argument("--embd", type=int, default=2048)
     ap.add_argument("--ff", type=int, default=8192)
     ap.add_argument("--layers", type=int, default=16)
@@ -78,26 +86,36 @@ def main() -> None:
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    if a.embd % a.heads or a.heads % a.kv_heads:
-        sys.exit(f"synth-gguf: --embd {a.embd} must split into --heads {a.heads}, and those into --kv-heads {a.kv_heads}")
-    donor = gguf.GGUFReader(a.donor)
-    if donor.fields["general.architecture"].contents() != "llama":
-        sys.exit(f"synth-gguf: {a.donor} is not a llama-family file")
-    hd = a.embd // a.heads
+    if a.heads % a.kv_heads or (a.head_dim is None and a.embd % a.heads):
+        sys.exit(f"synth-gguf: --embd {a.embd} must split into --heads {a.heads} (or give --head-dim), and those into --kv-heads {a.kv_heads}")
+    if a.head_dim is not None and a.arch != "qwen3":
+        sys.exit("synth-gguf: --head-dim is for --arch qwen3 (a llama file here takes embd / heads)")
+    models = Path(__file__).resolve().parent.parent / "models"
+    donor_arch = {"llama": "llama", "qwen3": "qwen2"}[a.arch]
+    donor_path = a.donor or models / {"llama": "SmolLM2-135M-Instruct.Q4_1.gguf", "qwen3": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"}[a.arch]
+    donor = gguf.GGUFReader(donor_path)
+    if donor.fields["general.architecture"].contents() != donor_arch:
+        sys.exit(f"synth-gguf: {donor_path} is not a {donor_arch}-family file (the donor of --arch {a.arch})")
+    hd = a.head_dim or a.embd // a.heads
+    arch = a.arch
     shape = {
-        "llama.block_count": a.layers,
-        "llama.embedding_length": a.embd,
-        "llama.feed_forward_length": a.ff,
-        "llama.attention.head_count": a.heads,
-        "llama.attention.head_count_kv": a.kv_heads,
-        "llama.rope.dimension_count": hd,
+        f"{arch}.block_count": a.layers,
+        f"{arch}.embedding_length": a.embd,
+        f"{arch}.feed_forward_length": a.ff,
+        f"{arch}.attention.head_count": a.heads,
+        f"{arch}.attention.head_count_kv": a.kv_heads,
+        f"{arch}.rope.dimension_count": hd,
     }
+    if arch == "qwen3":
+        shape |= {"qwen3.attention.key_length": hd, "qwen3.attention.value_length": hd}
     tmp = a.out.with_name(a.out.name + ".partial")
-    w = gguf.GGUFWriter(tmp, "llama")
+    w = gguf.GGUFWriter(tmp, arch)
     skip = {"general.architecture", "general.file_type", "general.name"} | set(shape)
     for name, f in donor.fields.items():
+        if name.startswith(donor_arch + "."):
+            name = arch + name[len(donor_arch):]  # the donor's rope base, eps, context under this arch
         if not name.startswith("GGUF.") and name not in skip:
-            copy_field(w, f)
+            copy_field(w, f, name)
     for k, v in shape.items():
         w.add_uint32(k, v)
     w.add_uint32("general.file_type", 15)  # MOSTLY_Q4_K_M
@@ -110,14 +128,17 @@ def main() -> None:
 
     mat("token_embd.weight", Q.Q6_K, n_vocab, a.embd)  # tied: also the output matrix
     w.add_tensor("output_norm.weight", np.ones(a.embd, dtype=np.float32))
-    kvd = a.kv_heads * hd
+    qd, kvd = a.heads * hd, a.kv_heads * hd
     for i in range(a.layers):
         more = Q.Q6_K if use_more_bits(i, a.layers) else Q.Q4_K
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(a.embd, dtype=np.float32))
-        mat(f"blk.{i}.attn_q.weight", Q.Q4_K, a.embd, a.embd)
+        mat(f"blk.{i}.attn_q.weight", Q.Q4_K, qd, a.embd)
         mat(f"blk.{i}.attn_k.weight", Q.Q4_K, kvd, a.embd)
         mat(f"blk.{i}.attn_v.weight", more, kvd, a.embd)
-        mat(f"blk.{i}.attn_output.weight", Q.Q4_K, a.embd, a.embd)
+        mat(f"blk.{i}.attn_output.weight", Q.Q4_K, a.embd, qd)
+        if arch == "qwen3":
+            w.add_tensor(f"blk.{i}.attn_q_norm.weight", np.ones(hd, dtype=np.float32))
+            w.add_tensor(f"blk.{i}.attn_k_norm.weight", np.ones(hd, dtype=np.float32))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(a.embd, dtype=np.float32))
         mat(f"blk.{i}.ffn_gate.weight", Q.Q4_K, a.ff, a.embd)
         mat(f"blk.{i}.ffn_up.weight", Q.Q4_K, a.ff, a.embd)
@@ -131,7 +152,7 @@ def main() -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)  # no half-written file left behind
         raise
-    print(f"{a.out}: {a.out.stat().st_size / 1e6:.0f} MB, {a.layers} layers of {a.embd} (ff {a.ff}), vocab {n_vocab}")
+    print(f"{a.out}: {a.out.stat().st_size / 1e6:.0f} MB, {arch}, {a.layers} layers of {a.embd} (ff {a.ff}, head dim {hd}), vocab {n_vocab}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,11 @@
 //! - [`Gemma`], [`GemmaAvx512`], [`GemmaPortable`]: `model = "gemma3", quant = "q4_k_m"` for
 //!   AVX2, AVX-512 and any CPU (the same decoder with gemma3's parts from
 //!   ckb/models/gemma3.toml: q/k norms, post norms, GeGLU, sliding-window layers; no CUDA engine
-//!   yet).
+//!   yet);
+//! - [`Qwen3`], [`Qwen3Avx512`], [`Qwen3Portable`]: `model = "qwen3", quant = "q4_k_m"` for AVX2,
+//!   AVX-512 and any CPU (the same decoder again, driven by ckb/models/qwen3.toml: qwen2's graph
+//!   without biases, with gemma3's per-head q/k norms and a head dim read from the file; no new
+//!   Rust; no CUDA engine yet).
 
 use metainfer::{GenParams, Message, Stats};
 
@@ -61,6 +65,15 @@ pub struct GemmaAvx512;
 
 #[metainfer::engine(model = "gemma3", hw = "generic", quant = "q4_k_m", features = ["server"])]
 pub struct GemmaPortable;
+
+#[metainfer::engine(model = "qwen3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
+pub struct Qwen3;
+
+#[metainfer::engine(model = "qwen3", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"], batch = 16)]
+pub struct Qwen3Avx512;
+
+#[metainfer::engine(model = "qwen3", hw = "generic", quant = "q4_k_m", features = ["server"])]
+pub struct Qwen3Portable;
 
 // The CUDA engines (kernels in the entries' kernels/, PTX from NVRTC at generation time; the
 // driver is loaded at run time, so these build on machines without CUDA). sm_89 PTX also runs
@@ -211,6 +224,9 @@ impl_model!(LlamaQ4kAvx512, "x86_64-avx512");
 impl_model!(Gemma, "x86_64-avx2");
 impl_model!(GemmaAvx512, "x86_64-avx512");
 impl_model!(GemmaPortable, "generic");
+impl_model!(Qwen3, "x86_64-avx2");
+impl_model!(Qwen3Avx512, "x86_64-avx512");
+impl_model!(Qwen3Portable, "generic");
 
 /// Which generated engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,6 +309,7 @@ pub enum Family {
     Qwen2,
     Llama,
     Gemma3,
+    Qwen3,
 }
 
 /// The family of the model at `path`: qwen2 for checkpoints (the AWQ engines), else from the
@@ -318,9 +335,10 @@ fn family_named(path: &std::path::Path, arch: &str) -> Result<Family, metainfer:
         "qwen2" => Ok(Family::Qwen2),
         "llama" => Ok(Family::Llama),
         "gemma3" => Ok(Family::Gemma3),
+        "qwen3" => Ok(Family::Qwen3),
         other => Err(metainfer::Error::Mismatch {
             what: format!("general.architecture of {}", path.display()),
-            expected: "\"qwen2\", \"llama\" or \"gemma3\" (the families demo-engine has engines for)".into(),
+            expected: "\"qwen2\", \"qwen3\", \"llama\" or \"gemma3\" (the families demo-engine has engines for)".into(),
             found: format!("{other:?}"),
             fix: format!("generate an engine with #[metainfer::engine(model = \"{other}\", ...)] if the ckb knows that family (cargo metainfer ckb ls)"),
         }),
@@ -436,19 +454,28 @@ fn gguf_head(path: &std::path::Path) -> Result<GgufHead, metainfer::Error> {
 pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, metainfer::Error> {
     // one header scan gives the family and (for llama) the file type
     let (family, head) = family_head(path)?;
-    if family == Family::Gemma3 {
-        return Ok(match which {
-            Which::Cuda(_) => {
-                return Err(metainfer::Error::Mismatch {
-                    what: "the engine asked for (--engine sm_*)".into(),
-                    expected: "a cpu engine for gemma3 files".into(),
-                    found: "a cuda arch".into(),
-                    fix: "use --engine auto, avx2 or generic; the ckb has no cuda forward for gemma3's parts yet".into(),
-                })
-            }
-            _ if uses_avx512(which) => Box::new(GemmaAvx512::load(path)?),
-            _ if uses_avx2(which) => Box::new(Gemma::load(path)?),
-            _ => Box::new(GemmaPortable::load(path)?),
+    if let Family::Gemma3 | Family::Qwen3 = family {
+        if let Which::Cuda(_) = which {
+            let name = if family == Family::Gemma3 {
+                "gemma3"
+            } else {
+                "qwen3"
+            };
+            return Err(metainfer::Error::Mismatch {
+                what: "the engine asked for (--engine sm_*)".into(),
+                expected: format!("a cpu engine for {name} files"),
+                found: "a cuda arch".into(),
+                fix: format!("use --engine auto, avx2 or generic; the ckb has no cuda forward for {name}'s parts (q/k norms) yet"),
+            });
+        }
+        let gemma = family == Family::Gemma3;
+        return Ok(match (uses_avx512(which), uses_avx2(which)) {
+            (true, _) if gemma => Box::new(GemmaAvx512::load(path)?),
+            (true, _) => Box::new(Qwen3Avx512::load(path)?),
+            (_, true) if gemma => Box::new(Gemma::load(path)?),
+            (_, true) => Box::new(Qwen3::load(path)?),
+            _ if gemma => Box::new(GemmaPortable::load(path)?),
+            _ => Box::new(Qwen3Portable::load(path)?),
         });
     }
     if family == Family::Llama {

@@ -1,6 +1,6 @@
-//! Loading model files: the tiny synthetic qwen2 and llama GGUFs work with their family's engines, and
-//! files the engines were not generated for, or that are malformed, are refused with an error
-//! that says what differs — never a panic.
+//! Loading model files: the tiny synthetic qwen2, llama and qwen3 GGUFs work with their family's
+//! engines, and files the engines were not generated for, or that are malformed, are refused with
+//! an error that says what differs — never a panic.
 
 mod common;
 use demo_engine::{load, Arch, Which};
@@ -59,14 +59,14 @@ fn tiny_model_generates_with_every_cpu_engine() {
     }
 }
 
-#[test]
-fn llama_head_dim_from_the_file_gives_the_reference_greedy_ids() {
-    // tiny-llama-head-dim.gguf: head dim 32 from llama.attention.key_length, embedding 96 and 2
-    // heads; the reference's greedy ids (llama_ref.py) on every cpu llama engine
-    let text = std::fs::read_to_string(
-        common::root().join("ckb/gates/vectors/tiny_llama_head_dim_greedy.txt"),
-    )
-    .unwrap();
+/// The reference's greedy ids on `model` (ckb/gates/vectors/`vectors`: prompt ids, then the
+/// generated ids) from every cpu engine this machine runs; returns the engines' names.
+fn reference_greedy_on_every_cpu_engine(
+    model: &std::path::Path,
+    vectors: &str,
+) -> Vec<&'static str> {
+    let text =
+        std::fs::read_to_string(common::root().join("ckb/gates/vectors").join(vectors)).unwrap();
     let rows: Vec<Vec<u32>> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -74,15 +74,84 @@ fn llama_head_dim_from_the_file_gives_the_reference_greedy_ids() {
         .collect();
     let (prompt, want) = (&rows[0], &rows[1]);
     let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
-    for which in [Some(Which::Auto), avx2, Some(Which::Generic)]
+    let avx512 = demo_engine::has_avx512().then_some(Which::Avx512);
+    let mut names = Vec::new();
+    for which in [Some(Which::Auto), avx512, avx2, Some(Which::Generic)]
         .into_iter()
         .flatten()
     {
-        let mut m = load(&common::tiny_llama_head_dim(), which).unwrap();
+        let mut m = load(model, which).unwrap();
         let mut p = GenParams::greedy(want.len());
         p.stop_at_eos = false;
         let (got, _) = m.generate_ids(prompt, &p, &mut |_, _| true).unwrap();
         assert_eq!(&got, want, "{which:?} ({})", m.name());
+        names.push(m.name());
+    }
+    names
+}
+
+#[test]
+fn llama_head_dim_from_the_file_gives_the_reference_greedy_ids() {
+    // tiny-llama-head-dim.gguf: head dim 32 from llama.attention.key_length, embedding 96 and 2
+    // heads; the reference's greedy ids (llama_ref.py) on every cpu llama engine
+    reference_greedy_on_every_cpu_engine(
+        &common::tiny_llama_head_dim(),
+        "tiny_llama_head_dim_greedy.txt",
+    );
+}
+
+#[test]
+fn qwen3_files_get_the_qwen3_engines_with_the_reference_greedy_ids() {
+    // tiny-qwen3.gguf: the family from ckb/models/qwen3.toml alone (q/k norms, no biases, head
+    // dim 64 from qwen3.attention.key_length); qwen3_ref.py's greedy ids (llama.cpp's too)
+    let tiny = common::tiny_qwen3();
+    assert_eq!(
+        demo_engine::family_of(&tiny).unwrap(),
+        demo_engine::Family::Qwen3
+    );
+    let names = reference_greedy_on_every_cpu_engine(&tiny, "tiny_qwen3_greedy.txt");
+    assert!(names.iter().all(|n| n.starts_with("Qwen3")), "{names:?}");
+    // Qwen3's own chat template (from the file): the last assistant turn keeps its thinking
+    let m = load(&tiny, Which::Generic).unwrap();
+    let msgs = [
+        metainfer::Message::new("user", "q"),
+        metainfer::Message::new("assistant", "<think>\nplan\n</think>\n\nanswer"),
+    ];
+    assert_eq!(
+        m.render_chat(&msgs, false).unwrap(),
+        "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nplan\n</think>\n\nanswer<|im_end|>\n"
+    );
+    // the other families' engines refuse it, naming the model to generate; no cuda engine yet
+    let msg = demo_engine::CoderPortable::load(&tiny)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        msg.contains("general.architecture is \"qwen3\"") && msg.contains("model = \"qwen3\""),
+        "{msg}"
+    );
+    let msg = demo_engine::Qwen3Portable::load(common::tiny_model())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(msg.contains("general.architecture is \"qwen2\""), "{msg}");
+    let msg = load(&tiny, Which::Cuda(Arch::Sm89))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(msg.contains("a cpu engine for qwen3 files"), "{msg}");
+}
+
+#[test]
+fn qwen3_q4_k_m_greedy_tokens_match_llama_cpp() {
+    // tiny-qwen3.gguf quantized by llama.cpp's own quantizer (Q5_0, Q4_K, Q6_K, Q8_0 and F32
+    // tensors: scripts/anchor/llama-quantize.sh), llama.cpp's greedy ids recorded on it; the
+    // q4_k_m engines' kernels on qwen3's graph, everywhere (the file is committed)
+    let path = common::root().join("ckb/gates/fixtures/tiny-qwen3-q4_k_m.gguf");
+    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
+    let avx512 = demo_engine::has_avx512().then_some(Which::Avx512);
+    for which in [avx512, avx2, Some(Which::Generic)].into_iter().flatten() {
+        common::greedy_against_llama_cpp(&path, "qwen3", which);
     }
 }
 

@@ -16,12 +16,14 @@ fn constraints(ckb: &Ckb, model: &str, hw: &str) -> Constraints {
 #[test]
 fn demo_engines_plan_implement_and_pass_review() {
     let ckb = Ckb::load(Ckb::default_root()).expect("ckb loads");
-    // qwen2's engines, and gemma3's (the decoder with every optional part of the family TOML)
+    // qwen2's engines, gemma3's (the decoder with every optional part of the family TOML) and
+    // qwen3's (a family added as data alone)
     for (model, hw) in [
         ("qwen2", "x86_64-avx2"),
         ("qwen2", "x86_64-avx512"),
         ("qwen2", "generic"),
         ("gemma3", "x86_64-avx2"),
+        ("qwen3", "x86_64-avx512"),
     ] {
         let c = constraints(&ckb, model, hw);
         let hw = format!("{model} {hw}");

@@ -74,6 +74,12 @@ pub fn tiny_llama_head_dim() -> PathBuf {
     root().join("ckb/gates/fixtures/tiny-llama-head-dim.gguf")
 }
 
+/// The synthetic qwen3-family fixture (all F32, tied output, head dim 64 != embedding / heads,
+/// Qwen3's chat template).
+pub fn tiny_qwen3() -> PathBuf {
+    root().join("ckb/gates/fixtures/tiny-qwen3.gguf")
+}
+
 /// The engine this machine runs best.
 pub fn which() -> demo_engine::Which {
     demo_engine::Which::Auto

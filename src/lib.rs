@@ -40,7 +40,7 @@
 
 pub use metainfer_macros::engine;
 pub use metainfer_rt as rt;
-pub use rt::{Error, GenParams, Message, Stats};
+pub use rt::{Error, GenParams, Message, Stats, TemplateKwargs};
 
 /// Includes an engine that a build script emitted with `metainfer_build::Engine::new("Name")
 /// …emit()`: `OUT_DIR/metainfer_<Name>.rs`, which defines `pub struct Name`.

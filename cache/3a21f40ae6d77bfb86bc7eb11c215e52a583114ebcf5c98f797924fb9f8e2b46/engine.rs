@@ -3547,7 +3547,7 @@ mod tokenizer_bpe {
 }
 pub use tokenizer_bpe::*;
 
-// ==== 17. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v1, realization chat_template/minijinja (ckb) ====
+// ==== 17. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v2, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -3647,20 +3647,27 @@ mod chat_template {
         /// The template text.
         pub(crate) fn source(&self) -> &str { &self.source }
 
-        /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`; no tools).
-        pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str) -> rt::Result<String> {
+        /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`;
+        /// `tools` and `documents` none) with the caller's `kwargs` besides (they may set `tools`,
+        /// not the four the engine sets).
+        pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
             if let Some(e) = &self.compile_error {
                 return Err(rt::Error::Template(format!("the model's chat template does not compile: {e}")));
             }
+            if let Some(k) = kwargs.keys().find(|k| ["messages", "add_generation_prompt", "bos_token", "eos_token"].contains(&k.as_str())) {
+                return Err(rt::Error::Template(format!("chat template kwargs may not set '{k}': the engine sets it; pass the conversation as messages")));
+            }
             let msg = |m: &rt::Message| Value::from_iter([("role", m.role.as_str()), ("content", m.content.as_str())]);
-            let ctx = Value::from_iter([
+            let own = [
                 ("messages", Value::from(messages.iter().map(msg).collect::<Vec<Value>>())),
                 ("add_generation_prompt", Value::from(add_generation_prompt)),
                 ("bos_token", Value::from(bos)),
                 ("eos_token", Value::from(eos)),
                 ("tools", Value::from(())),
                 ("documents", Value::from(())),
-            ]);
+            ];
+            let extra = kwargs.iter().map(|(k, v)| (k.as_str(), Value::from_serialize(v)));
+            let ctx = Value::from(own.into_iter().chain(extra).collect::<std::collections::BTreeMap<&str, Value>>());
             let tmpl = self.env.get_template("chat").map_err(|e| rt::Error::Template(e.to_string()))?;
             tmpl.render(ctx).map_err(|e| rt::Error::Template(e.to_string()))
         }
@@ -3844,7 +3851,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 19. Generation and streaming — contract generate v2, realization generate/stream (ckb) ====
+// ==== 19. Generation and streaming — contract generate v3, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -4006,12 +4013,22 @@ mod generate {
 
         /// Renders a conversation with the model file's chat template.
         pub fn render_chat(&self, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
-            render_chat_with(&self.tok, self.template.as_deref(), messages, add_generation_prompt)
+            self.render_chat_with(messages, add_generation_prompt, &rt::TemplateKwargs::new())
+        }
+
+        /// render_chat with extra template variables (`{"enable_thinking": false}` for Qwen3's).
+        pub fn render_chat_with(&self, messages: &[rt::Message], add_generation_prompt: bool, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
+            render_with_template(&self.tok, self.template.as_deref(), messages, add_generation_prompt, kwargs)
         }
 
         /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
         pub fn chat(&mut self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            let prompt = self.render_chat(messages, true)?;
+            self.chat_with(messages, &rt::TemplateKwargs::new(), p, on_text)
+        }
+
+        /// chat with extra template variables.
+        pub fn chat_with(&mut self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            let prompt = self.render_chat_with(messages, true, kwargs)?;
             self.stream(&prompt, p, on_text)
         }
     }
@@ -4030,9 +4047,9 @@ mod generate {
             tokenize_prompt(&self.tok, prompt)
         }
 
-        /// A conversation's ids with the generation prompt, as `Engine::chat` evaluates it.
-        pub(crate) fn chat_ids(&self, messages: &[rt::Message]) -> rt::Result<Vec<u32>> {
-            Ok(self.ids(&render_chat_with(&self.tok, self.template.as_deref(), messages, true)?))
+        /// A conversation's ids with the generation prompt, as `Engine::chat_with` evaluates it.
+        pub(crate) fn chat_ids(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> rt::Result<Vec<u32>> {
+            Ok(self.ids(&render_with_template(&self.tok, self.template.as_deref(), messages, true, kwargs)?))
         }
     }
 
@@ -4048,17 +4065,17 @@ mod generate {
     }
 
     /// Renders a conversation with the model file's chat template (`template`; None: it has none).
-    fn render_chat_with(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
+    fn render_with_template(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
         let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
         let t = template.ok_or_else(|| rt::Error::Template(none.into()))?;
         let text_of = |id: Option<u32>| id.map(|i| tok.decode(&[i])).unwrap_or_default();
         let (bos, eos) = (text_of(tok.bos_id()), text_of(tok.eos_id()));
-        t.render(messages, add_generation_prompt, &bos, &eos)
+        t.render(messages, add_generation_prompt, &bos, &eos, kwargs)
     }
 }
 pub use generate::*;
 
-// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v3, realization server_openai/batched (ckb) ====
+// ==== 20. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v4, realization server_openai/batched (ckb) ====
 mod server_openai {
     use super::*;
 
@@ -4361,12 +4378,12 @@ mod server_openai {
             self.run(self.prompter.ids(prompt), p, on_text)
         }
 
-        fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-            self.run(self.prompter.chat_ids(messages)?, p, on_text)
+        fn chat(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+            self.run(self.prompter.chat_ids(messages, kwargs)?, p, on_text)
         }
 
-        fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-            self.prompter.chat_ids(messages).ok().map(|ids| ids.len())
+        fn count_chat_tokens(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<usize> {
+            self.prompter.chat_ids(messages, kwargs).ok().map(|ids| ids.len())
         }
     }
 }

@@ -185,6 +185,7 @@ fn gate_chat_template() {
     if vectors.is_file() || g.get_str_opt("tokenizer.chat_template").expect("a string").is_none() {
         return gate_chat_template_vectors(&t, &vectors);
     }
+    let none = rt::TemplateKwargs::new();
     let m = rt::Message::new;
     let qwen_sys = "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n";
     let cases: Vec<(Vec<rt::Message>, bool, String)> = vec![
@@ -218,7 +219,7 @@ fn gate_chat_template() {
     ];
     let mut bad = 0;
     for (k, (msgs, agp, want)) in cases.iter().enumerate() {
-        match t.render(msgs, *agp, "<|endoftext|>", "<|im_end|>") {
+        match t.render(msgs, *agp, "<|endoftext|>", "<|im_end|>", &none) {
             Ok(got) if &got == want => {}
             Ok(got) => {
                 bad += 1;
@@ -232,15 +233,32 @@ fn gate_chat_template() {
     }
     // Errors are rt::Error::Template carrying minijinja's message.
     let broken = ChatTemplate::new("{% if x %}unclosed".to_string());
-    let err_ok = matches!(broken.render(&[], true, "", ""), Err(rt::Error::Template(_)));
+    let err_ok = matches!(broken.render(&[], true, "", "", &none), Err(rt::Error::Template(_)));
     let raising = ChatTemplate::new("{{ raise_exception('no users') }}".to_string());
-    let raise_ok = matches!(raising.render(&[], true, "", ""), Err(rt::Error::Template(ref s)) if s.contains("no users"));
+    let raise_ok = matches!(raising.render(&[], true, "", "", &none), Err(rt::Error::Template(ref s)) if s.contains("no users"));
     let json = ChatTemplate::new("{{ {'k': [1, '\u{e9}', none, true]} | tojson }}|{{ '  a b '.strip().split(' ') | tojson }}".to_string());
-    let json_ok = json.render(&[], false, "", "").map(|s| s == "{\"k\": [1, \"\u{e9}\", null, true]}|[\"a\", \"b\"]").unwrap_or(false);
-    let n = cases.len() + 3;
-    let bad = bad + [err_ok, raise_ok, json_ok].iter().filter(|ok| !**ok).count();
+    let json_ok = json.render(&[], false, "", "", &none).map(|s| s == "{\"k\": [1, \"\u{e9}\", null, true]}|[\"a\", \"b\"]").unwrap_or(false);
+    let n = cases.len() + 4;
+    let bad = bad + [err_ok, raise_ok, json_ok, gate_template_kwargs_checked(&t)].iter().filter(|ok| !**ok).count();
     println!("GATE chat_template cases={n} mismatches={bad}");
     assert_eq!(bad, 0, "{bad} of {n} chat template cases differ from the transformers rendering");
+}
+
+/// Kwargs reach the template beside the engine's variables (`{{ greeting }}` renders one; a bool
+/// prints as Python's `True`, as in transformers), and
+/// naming one of the engine's own is an error that says so.
+fn gate_template_kwargs_checked(t: &ChatTemplate) -> bool {
+    let mut kw = rt::TemplateKwargs::new();
+    kw.insert("greeting".into(), rt::serde_json::json!("hello"));
+    let own = ChatTemplate::new("{{ greeting }}|{{ messages | length }}|{{ add_generation_prompt }}".to_string());
+    let used = own.render(&[rt::Message::new("user", "x")], true, "", "", &kw);
+    kw.insert("messages".into(), rt::serde_json::json!([]));
+    let refused = t.render(&[], true, "", "", &kw);
+    let ok = matches!(&used, Ok(s) if s == "hello|1|True") && matches!(&refused, Err(rt::Error::Template(s)) if s.contains("may not set 'messages'"));
+    if !ok {
+        println!("chat_template kwargs: rendered {used:?} (want \"hello|1|True\"); with 'messages' among them {refused:?} (want the error)");
+    }
+    ok
 }
 
 /// The tiny fixture's template (or, where it has none, the family's DEFAULT_CHAT_TEMPLATE): its
@@ -256,7 +274,9 @@ fn gate_chat_template_vectors(t: &ChatTemplate, path: &std::path::Path) {
     for (k, c) in cases.iter().enumerate() {
         let msgs: Vec<rt::Message> = c["messages"].as_array().expect("messages").iter().map(|m| rt::Message::new(&s(&m["role"]), &s(&m["content"]))).collect();
         let want = s(&c["expected"]);
-        match t.render(&msgs, c["add_generation_prompt"].as_bool().expect("a bool"), &bos, &eos) {
+        // a case's own template variables ("kwargs", e.g. enable_thinking), else none
+        let kw = c.get("kwargs").and_then(|v| v.as_object()).cloned().unwrap_or_default();
+        match t.render(&msgs, c["add_generation_prompt"].as_bool().expect("a bool"), &bos, &eos, &kw) {
             Ok(got) if got == want => {}
             got => {
                 bad += 1;
@@ -264,7 +284,11 @@ fn gate_chat_template_vectors(t: &ChatTemplate, path: &std::path::Path) {
             }
         }
     }
-    println!("GATE chat_template cases={} mismatches={bad}", cases.len());
+    if !gate_template_kwargs_checked(t) {
+        bad += 1;
+        println!("chat_template: kwargs are not passed beside the engine's variables, or one of those is not refused");
+    }
+    println!("GATE chat_template cases={} mismatches={bad}", cases.len() + 1);
     assert!(!cases.is_empty(), "no chat template cases");
     assert_eq!(bad, 0, "{bad} of {} chat template cases differ from the Jinja2 rendering in {}", cases.len(), path.display());
 }

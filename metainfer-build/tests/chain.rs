@@ -82,10 +82,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // the part; session 15) to 3,650; Q8_0's VNNI gemv and 8 x 4 tiles in llama.cpp's order
         // in the avx512 engines (+45 there, with its AVX2 four-token kernel, dead code in them,
         // moved out; prefill of an all-Q8_0 SmolLM2 +65%, from 0.70x llama.cpp's to 1.19x;
-        // session 19) to 3,700.
+        // session 19) to 3,700; chat template variables (transformers' apply_chat_template
+        // kwargs, the servers' chat_template_kwargs: Qwen3's enable_thinking; render_chat_with,
+        // chat_with and the template's check of the engine's own names, +11 in every engine;
+        // session 21) to 3,720.
         assert!(
-            code < 3700,
-            "{hw}: engine.rs has {code} lines of code, over the 3,700-line budget"
+            code < 3720,
+            "{hw}: engine.rs has {code} lines of code, over the 3,720-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

@@ -209,6 +209,12 @@ pub struct Work<'a> {
     pub pos: usize,
 }
 
+/// Extra variables for a chat template, as transformers' `apply_chat_template(**kwargs)` and
+/// the OpenAI-compatible servers' `chat_template_kwargs` pass them: `{"enable_thinking": false}`
+/// for Qwen3's template, for example. They may not name the variables the engine sets itself
+/// (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`).
+pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
+
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {

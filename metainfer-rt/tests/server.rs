@@ -3,7 +3,7 @@
 
 use metainfer_rt::serde_json::{json, Value};
 use metainfer_rt::server::{Backend, Server, ServerConfig, ServerHandle};
-use metainfer_rt::{Error, FinishReason, GenParams, Message, Stats};
+use metainfer_rt::{Error, FinishReason, GenParams, Message, Stats, TemplateKwargs};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -19,6 +19,7 @@ struct Record {
     finish: Option<FinishReason>,
     params: Option<GenParams>,
     messages: Vec<Message>,
+    kwargs: TemplateKwargs,
     prompt: String,
 }
 
@@ -103,10 +104,13 @@ impl Backend for Fake {
     fn chat(
         &self,
         messages: &[Message],
+        kwargs: &TemplateKwargs,
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> metainfer_rt::Result<(String, Stats)> {
-        self.state.lock().unwrap().messages = messages.to_vec();
+        let mut r = self.state.lock().unwrap();
+        (r.messages, r.kwargs) = (messages.to_vec(), kwargs.clone());
+        drop(r);
         if messages.iter().any(|m| m.content == "NO_TEMPLATE") {
             return Err(Error::Template(
                 "the model file has no chat template".into(),
@@ -570,6 +574,14 @@ fn bad_json_is_400_with_where() {
             json!({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": 3}),
             "frequency_penalty",
         ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": "enable_thinking=false"}),
+            "chat_template_kwargs",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}}),
+            "chat_template_kwargs",
+        ),
     ] {
         let r = post_json(&t.url("/v1/chat/completions"), body.clone());
         assert_eq!(r.status, 400, "{body}: {}", r.body);
@@ -587,6 +599,40 @@ fn bad_json_is_400_with_where() {
         0,
         "nothing reached the engine"
     );
+}
+
+#[test]
+fn chat_template_kwargs_reach_the_backend_over_the_servers_own() {
+    let mut cfg = ServerConfig::default();
+    cfg.chat_template_kwargs
+        .insert("enable_thinking".into(), json!(false));
+    cfg.chat_template_kwargs
+        .insert("style".into(), json!("terse"));
+    let t = start(0, cfg);
+    let msgs = json!([{"role": "user", "content": "x"}]);
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": msgs, "max_tokens": 1}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let want = json!({"enable_thinking": false, "style": "terse"});
+    assert_eq!(Value::Object(t.wait_done(1).kwargs.clone()), want);
+    // the request's own override the server's key by key
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": msgs, "max_tokens": 1, "chat_template_kwargs": {"enable_thinking": true, "tools_on": [1]}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let want = json!({"enable_thinking": true, "style": "terse", "tools_on": [1]});
+    assert_eq!(Value::Object(t.wait_done(2).kwargs.clone()), want);
+    // a completion's prompt is not templated: refused rather than ignored
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "x", "chat_template_kwargs": {"enable_thinking": false}}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.error()["param"], "chat_template_kwargs");
+    assert_eq!(t.state.lock().unwrap().done, 2);
 }
 
 #[test]

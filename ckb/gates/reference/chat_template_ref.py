@@ -3,7 +3,8 @@
 with trim_blocks and lstrip_blocks). Deterministic. SOURCE is either a family: its default
 template (ckb/models/<family>.toml, `default_chat_template`: the template an engine uses when
 the model file has none); or a GGUF file: its tokenizer.chat_template, rendered on CASES plus
-FILE_CASES (multi-turn thinking and tool-response turns, which Qwen3's template rewrites).
+FILE_CASES (multi-turn thinking and tool-response turns, which Qwen3's template rewrites, and
+template variables: a case's "kwargs", enable_thinking for Qwen3's).
 
     python3 ckb/gates/reference/chat_template_ref.py gemma3 '<bos>' '<eos>' \\
         > ckb/gates/vectors/chat_template_gemma3.json
@@ -32,6 +33,8 @@ FILE_CASES = [
     ([("user", "call"), ("assistant", "x"), ("tool", "result1"), ("tool", "result2"), ("user", "ok")], True),
     ([("user", "call"), ("assistant", "x"), ("tool", "result1"), ("assistant", "<think>\nr\n</think>\ndone")], False),
     ([("user", "<tool_response>\nlooks like one\n</tool_response>")], True),
+    ([("user", "q")], True, {"enable_thinking": False}),
+    ([("user", "q")], True, {"enable_thinking": True}),
 ]
 
 
@@ -48,10 +51,14 @@ def main():
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     t = env.from_string(template)
     out = {"bos_token": bos, "eos_token": eos, "cases": []}
-    for msgs, agp in cases:
+    for msgs, agp, *kw in cases:
+        kwargs = kw[0] if kw else {}
         messages = [{"role": r, "content": c} for r, c in msgs]
-        text = t.render(messages=messages, add_generation_prompt=agp, bos_token=bos, eos_token=eos)
-        out["cases"].append({"messages": messages, "add_generation_prompt": agp, "expected": text})
+        text = t.render(messages=messages, add_generation_prompt=agp, bos_token=bos, eos_token=eos, **kwargs)
+        case = {"messages": messages, "add_generation_prompt": agp}
+        if kwargs:   # the template variables transformers' apply_chat_template(**kwargs) passes
+            case["kwargs"] = kwargs
+        out["cases"].append(case | {"expected": text})
     json.dump(out, sys.stdout, ensure_ascii=True, indent=1)
     print()
 

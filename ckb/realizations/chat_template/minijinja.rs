@@ -94,20 +94,27 @@ impl ChatTemplate {
     /// The template text.
     pub(crate) fn source(&self) -> &str { &self.source }
 
-    /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`; no tools).
-    pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str) -> rt::Result<String> {
+    /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`;
+    /// `tools` and `documents` none) with the caller's `kwargs` besides (they may set `tools`,
+    /// not the four the engine sets).
+    pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
         if let Some(e) = &self.compile_error {
             return Err(rt::Error::Template(format!("the model's chat template does not compile: {e}")));
         }
+        if let Some(k) = kwargs.keys().find(|k| ["messages", "add_generation_prompt", "bos_token", "eos_token"].contains(&k.as_str())) {
+            return Err(rt::Error::Template(format!("chat template kwargs may not set '{k}': the engine sets it; pass the conversation as messages")));
+        }
         let msg = |m: &rt::Message| Value::from_iter([("role", m.role.as_str()), ("content", m.content.as_str())]);
-        let ctx = Value::from_iter([
+        let own = [
             ("messages", Value::from(messages.iter().map(msg).collect::<Vec<Value>>())),
             ("add_generation_prompt", Value::from(add_generation_prompt)),
             ("bos_token", Value::from(bos)),
             ("eos_token", Value::from(eos)),
             ("tools", Value::from(())),
             ("documents", Value::from(())),
-        ]);
+        ];
+        let extra = kwargs.iter().map(|(k, v)| (k.as_str(), Value::from_serialize(v)));
+        let ctx = Value::from(own.into_iter().chain(extra).collect::<std::collections::BTreeMap<&str, Value>>());
         let tmpl = self.env.get_template("chat").map_err(|e| rt::Error::Template(e.to_string()))?;
         tmpl.render(ctx).map_err(|e| rt::Error::Template(e.to_string()))
     }

@@ -156,12 +156,22 @@ impl Engine {
 
     /// Renders a conversation with the model file's chat template.
     pub fn render_chat(&self, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
-        render_chat_with(&self.tok, self.template.as_deref(), messages, add_generation_prompt)
+        self.render_chat_with(messages, add_generation_prompt, &rt::TemplateKwargs::new())
+    }
+
+    /// render_chat with extra template variables (`{"enable_thinking": false}` for Qwen3's).
+    pub fn render_chat_with(&self, messages: &[rt::Message], add_generation_prompt: bool, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
+        render_with_template(&self.tok, self.template.as_deref(), messages, add_generation_prompt, kwargs)
     }
 
     /// Chat: renders the conversation with the generation prompt, streams the reply through `on_text`.
     pub fn chat(&mut self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-        let prompt = self.render_chat(messages, true)?;
+        self.chat_with(messages, &rt::TemplateKwargs::new(), p, on_text)
+    }
+
+    /// chat with extra template variables.
+    pub fn chat_with(&mut self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        let prompt = self.render_chat_with(messages, true, kwargs)?;
         self.stream(&prompt, p, on_text)
     }
 }
@@ -180,9 +190,9 @@ impl Prompter {
         tokenize_prompt(&self.tok, prompt)
     }
 
-    /// A conversation's ids with the generation prompt, as `Engine::chat` evaluates it.
-    pub(crate) fn chat_ids(&self, messages: &[rt::Message]) -> rt::Result<Vec<u32>> {
-        Ok(self.ids(&render_chat_with(&self.tok, self.template.as_deref(), messages, true)?))
+    /// A conversation's ids with the generation prompt, as `Engine::chat_with` evaluates it.
+    pub(crate) fn chat_ids(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> rt::Result<Vec<u32>> {
+        Ok(self.ids(&render_with_template(&self.tok, self.template.as_deref(), messages, true, kwargs)?))
     }
 }
 
@@ -198,10 +208,10 @@ fn tokenize_prompt(tok: &Tokenizer, prompt: &str) -> Vec<u32> {
 }
 
 /// Renders a conversation with the model file's chat template (`template`; None: it has none).
-fn render_chat_with(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool) -> rt::Result<String> {
+fn render_with_template(tok: &Tokenizer, template: Option<&ChatTemplate>, messages: &[rt::Message], add_generation_prompt: bool, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
     let none = "the model file has no chat template (tokenizer.chat_template); use generate() with a raw prompt";
     let t = template.ok_or_else(|| rt::Error::Template(none.into()))?;
     let text_of = |id: Option<u32>| id.map(|i| tok.decode(&[i])).unwrap_or_default();
     let (bos, eos) = (text_of(tok.bos_id()), text_of(tok.eos_id()));
-    t.render(messages, add_generation_prompt, &bos, &eos)
+    t.render(messages, add_generation_prompt, &bos, &eos, kwargs)
 }

@@ -48,11 +48,11 @@ impl rt::server::Backend for SerialBackend {
         self.engine().stream(prompt, p, on_text)
     }
 
-    fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-        self.engine().chat(messages, p, on_text)
+    fn chat(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        self.engine().chat_with(messages, kwargs, p, on_text)
     }
 
-    fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-        self.1.chat_ids(messages).ok().map(|ids| ids.len())
+    fn count_chat_tokens(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<usize> {
+        self.1.chat_ids(messages, kwargs).ok().map(|ids| ids.len())
     }
 }

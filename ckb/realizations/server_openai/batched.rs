@@ -297,11 +297,11 @@ impl rt::server::Backend for BatchedBackend {
         self.run(self.prompter.ids(prompt), p, on_text)
     }
 
-    fn chat(&self, messages: &[rt::Message], p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
-        self.run(self.prompter.chat_ids(messages)?, p, on_text)
+    fn chat(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
+        self.run(self.prompter.chat_ids(messages, kwargs)?, p, on_text)
     }
 
-    fn count_chat_tokens(&self, messages: &[rt::Message]) -> Option<usize> {
-        self.prompter.chat_ids(messages).ok().map(|ids| ids.len())
+    fn count_chat_tokens(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<usize> {
+        self.prompter.chat_ids(messages, kwargs).ok().map(|ids| ids.len())
     }
 }

@@ -88,6 +88,7 @@ const BASE: &[&str] = &[
     "rt::Result",
     "rt::GenParams",
     "rt::Message",
+    "rt::TemplateKwargs",
     "rt::Work",
     "rt::FinishReason",
     "rt::Stats",

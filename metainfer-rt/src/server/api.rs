@@ -4,7 +4,7 @@
 use super::http::{random_u64, ApiError, Conn, LogExtra};
 use super::Shared;
 use crate::serde_json::{json, Map, Value};
-use crate::{Error, FinishReason, GenParams, Message};
+use crate::{Error, FinishReason, GenParams, Message, TemplateKwargs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +20,8 @@ pub(crate) fn model_object(shared: &Shared) -> Value {
 }
 
 pub(crate) enum Input {
-    Messages(Vec<Message>),
+    /// The messages and the chat template variables (the server's, then the request's).
+    Messages(Vec<Message>, TemplateKwargs),
     Prompt(String),
 }
 
@@ -196,6 +197,44 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
         .collect()
 }
 
+/// The variables the engine gives every chat template itself.
+const TEMPLATE_OWN: [&str; 4] = [
+    "messages",
+    "add_generation_prompt",
+    "bos_token",
+    "eos_token",
+];
+
+/// `chat_template_kwargs` over the server's defaults: an object whose keys are not the engine's
+/// own variables.
+fn template_kwargs(
+    o: &Map<String, Value>,
+    defaults: &TemplateKwargs,
+) -> Result<TemplateKwargs, ApiError> {
+    let k = "chat_template_kwargs";
+    let mut out = defaults.clone();
+    match get(o, k) {
+        None => {}
+        Some(Value::Object(m)) => {
+            if let Some(own) = m.keys().find(|key| TEMPLATE_OWN.contains(&key.as_str())) {
+                return Err(ApiError::invalid(format!(
+                    "'{k}' may not set '{own}': the server sets it from the request"
+                ))
+                .param(k));
+            }
+            out.extend(m.iter().map(|(key, v)| (key.clone(), v.clone())));
+        }
+        Some(v) => {
+            return Err(ApiError::invalid(format!(
+                "'{k}' must be an object like {{\"enable_thinking\": false}}, not {}",
+                kind(v)
+            ))
+            .param(k))
+        }
+    }
+    Ok(out)
+}
+
 fn prompt(o: &Map<String, Value>) -> Result<String, ApiError> {
     let bad = |m: String| ApiError::invalid(m).param("prompt");
     match get(o, "prompt") {
@@ -283,8 +322,17 @@ pub(crate) fn parse_request(
         .ok_or_else(|| ApiError::invalid("the request body must be a JSON object"))?;
     refuse_unsupported(o, chat)?;
     let input = if chat {
-        Input::Messages(messages(o)?)
+        Input::Messages(
+            messages(o)?,
+            template_kwargs(o, &shared.cfg.chat_template_kwargs)?,
+        )
     } else {
+        if get(o, "chat_template_kwargs").is_some() {
+            return Err(ApiError::invalid(
+                "'chat_template_kwargs' applies to /v1/chat/completions; a completion's prompt is not templated",
+            )
+            .param("chat_template_kwargs"));
+        }
         Input::Prompt(prompt(o)?)
     };
     let max_tokens = if chat {
@@ -500,7 +548,7 @@ pub(crate) fn generate(
     let chat = req.chat;
     let n_prompt = match &req.input {
         Input::Prompt(p) => Some(backend.count_tokens(p)),
-        Input::Messages(m) => backend.count_chat_tokens(m),
+        Input::Messages(m, kw) => backend.count_chat_tokens(m, kw),
     };
     let limit = shared.max_seq;
     let mut p = req.params;
@@ -540,7 +588,7 @@ pub(crate) fn generate(
         let mut on_text = |piece: &str| em.piece(piece);
         match &req.input {
             Input::Prompt(s) => backend.complete(s, &p, &mut on_text),
-            Input::Messages(m) => backend.chat(m, &p, &mut on_text),
+            Input::Messages(m, kw) => backend.chat(m, kw, &p, &mut on_text),
         }
     }));
     let failure = match result {

@@ -31,6 +31,11 @@
 //! - `messages` (chat): `[{role, content}]`; `role` is `system`, `user`, `assistant`, `tool`
 //!   or `developer` (sent to the template as `system`); `content` is a string, an array of
 //!   `{"type":"text","text":…}` parts (concatenated) or `null` (empty). Other part types → 400.
+//! - `chat_template_kwargs` (chat; the extension vLLM and llama.cpp's server take): an object of
+//!   extra chat template variables, over the server's own ([`ServerConfig::chat_template_kwargs`]),
+//!   e.g. `{"enable_thinking": false}` for Qwen3. Not an object, naming a variable the engine
+//!   sets (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`) or sent to
+//!   `/v1/completions` → 400.
 //! - `prompt` (completions): a string, or an array of exactly one string.
 //! - `max_completion_tokens` (chat; preferred) / `max_tokens` → `max_tokens`. Absent: the
 //!   server's `default_max_tokens`, lowered to what is left of the context when the backend
@@ -106,7 +111,7 @@
 mod api;
 mod http;
 
-use crate::{GenParams, Message, Result, Stats};
+use crate::{GenParams, Message, Result, Stats, TemplateKwargs};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -131,18 +136,19 @@ pub trait Backend: Send + Sync + 'static {
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<(String, Stats)>;
-    /// Chat completion with the model's chat template.
+    /// Chat completion with the model's chat template, given `kwargs` besides the messages.
     fn chat(
         &self,
         messages: &[Message],
+        kwargs: &TemplateKwargs,
         p: &GenParams,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<(String, Stats)>;
-    /// Token count of the prompt [`Backend::chat`] builds for `messages`, when the backend can
-    /// tell; used for `usage.prompt_tokens`, for the context check before generating and to fit
-    /// a default `max_tokens` into the context. `None` (the default): the server uses the
-    /// `Stats::prompt_tokens` that `chat` reports.
-    fn count_chat_tokens(&self, _messages: &[Message]) -> Option<usize> {
+    /// Token count of the prompt [`Backend::chat`] builds for `messages` and `kwargs`, when the
+    /// backend can tell; used for `usage.prompt_tokens`, for the context check before generating
+    /// and to fit a default `max_tokens` into the context. `None` (the default): the server uses
+    /// the `Stats::prompt_tokens` that `chat` reports.
+    fn count_chat_tokens(&self, _messages: &[Message], _kwargs: &TemplateKwargs) -> Option<usize> {
         None
     }
 }
@@ -172,6 +178,9 @@ pub struct ServerConfig {
     /// How long a kept-alive connection waits for its next request (HTTP/1.1 keep-alive for
     /// length-delimited responses; zero: every response closes its connection). Default 5 s.
     pub keep_alive: Duration,
+    /// Chat template variables every chat request gets (llama.cpp's `--chat-template-kwargs`);
+    /// a request's own `chat_template_kwargs` override them key by key. Default none.
+    pub chat_template_kwargs: TemplateKwargs,
 }
 
 impl Default for ServerConfig {
@@ -186,6 +195,7 @@ impl Default for ServerConfig {
             io_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(5),
+            chat_template_kwargs: TemplateKwargs::new(),
         }
     }
 }

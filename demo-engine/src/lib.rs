@@ -22,7 +22,7 @@
 //!   without biases, with gemma3's per-head q/k norms and a head dim read from the file; no new
 //!   Rust; no CUDA engine yet).
 
-use metainfer::{GenParams, Message, Stats};
+use metainfer::{GenParams, Message, Stats, TemplateKwargs};
 
 #[metainfer::engine(model = "qwen2", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct Coder;
@@ -111,6 +111,15 @@ pub trait Model: Send {
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
+    ) -> Result<String, metainfer::Error> {
+        self.render_chat_with(messages, add_generation_prompt, &TemplateKwargs::new())
+    }
+    /// render_chat with extra template variables (`{"enable_thinking": false}` for Qwen3).
+    fn render_chat_with(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        kwargs: &TemplateKwargs,
     ) -> Result<String, metainfer::Error>;
     fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error>;
     fn n_vocab(&self) -> usize;
@@ -162,8 +171,8 @@ macro_rules! impl_model {
             ) -> Result<(Vec<u32>, Stats), metainfer::Error> {
                 (**self).generate_ids(prompt, p, on_token)
             }
-            fn render_chat(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, metainfer::Error> {
-                (**self).render_chat(messages, add_generation_prompt)
+            fn render_chat_with(&self, messages: &[Message], add_generation_prompt: bool, kwargs: &TemplateKwargs) -> Result<String, metainfer::Error> {
+                (**self).render_chat_with(messages, add_generation_prompt, kwargs)
             }
             fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error> {
                 (**self).forward_all(tokens, pos)

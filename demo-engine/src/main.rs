@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use demo_engine::{load, perplexity, Model, Which};
 use metainfer::rt::server::ServerConfig;
-use metainfer::{GenParams, Message};
+use metainfer::{GenParams, Message, TemplateKwargs};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -110,6 +110,10 @@ enum Cmd {
         m: ModelArgs,
         #[arg(long, default_value = "You are a helpful assistant.")]
         system: String,
+        /// Extra chat template variables, a JSON object: '{"enable_thinking": false}' turns
+        /// Qwen3's thinking off.
+        #[arg(long, value_parser = template_kwargs, default_value = "{}")]
+        chat_template_kwargs: TemplateKwargs,
         #[command(flatten)]
         s: SampleArgs,
     },
@@ -164,7 +168,24 @@ enum Cmd {
         /// No log line per request on stderr.
         #[arg(long)]
         quiet: bool,
+        /// Chat template variables every chat request gets, a JSON object (a request's own
+        /// `chat_template_kwargs` override them key by key): '{"enable_thinking": false}'.
+        #[arg(long, value_parser = template_kwargs, default_value = "{}")]
+        chat_template_kwargs: TemplateKwargs,
     },
+}
+
+/// `--chat-template-kwargs`: a JSON object.
+fn template_kwargs(s: &str) -> std::result::Result<TemplateKwargs, String> {
+    match metainfer::rt::serde_json::from_str(s) {
+        Ok(metainfer::rt::serde_json::Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!(
+            "a JSON object is needed, like '{{\"enable_thinking\": false}}', not {other}"
+        )),
+        Err(e) => Err(format!(
+            "not JSON ({e}); give an object like '{{\"enable_thinking\": false}}'"
+        )),
+    }
 }
 
 fn open(m: &ModelArgs) -> Result<Box<dyn Model>> {
@@ -253,7 +274,12 @@ fn run(cmd: Cmd) -> Result<()> {
                 );
             }
         }
-        Cmd::Chat { m, system, s } => {
+        Cmd::Chat {
+            m,
+            system,
+            chat_template_kwargs,
+            s,
+        } => {
             let mut model = open(&m)?;
             let mut messages = vec![Message::system(system.clone())];
             let stdin = std::io::stdin();
@@ -280,7 +306,7 @@ fn run(cmd: Cmd) -> Result<()> {
                     _ => {}
                 }
                 messages.push(Message::user(line));
-                let prompt = model.render_chat(&messages, true)?;
+                let prompt = model.render_chat_with(&messages, true, &chat_template_kwargs)?;
                 let ids = model.encode(&prompt);
                 let mut out = std::io::stdout().lock();
                 let mut reply = String::new();
@@ -407,6 +433,7 @@ fn run(cmd: Cmd) -> Result<()> {
             max_body_bytes,
             default_max_tokens,
             quiet,
+            chat_template_kwargs,
         } => {
             if max_concurrent == Some(0) || max_body_bytes == 0 {
                 bail!("--max-concurrent and --max-body-bytes must be at least 1");
@@ -426,6 +453,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 default_max_tokens,
                 log: !quiet,
                 model_id: Some(id.clone()),
+                chat_template_kwargs,
                 ..ServerConfig::default()
             };
             let addr = if host.contains(':') {

@@ -266,6 +266,68 @@ fn chat_with_the_fixture_template() {
 }
 
 #[test]
+fn chat_template_kwargs_from_the_server_and_the_request() {
+    // tiny-qwen3 carries Qwen3's template: enable_thinking = false adds an empty think block to
+    // the generation prompt. The server's --chat-template-kwargs turn it off for every request,
+    // a request's own turn it back on; usage.prompt_tokens counts what each rendered.
+    let tiny = common::tiny_qwen3();
+    let s = Served::start_model(
+        &tiny,
+        &[
+            "--threads",
+            "1",
+            "--quiet",
+            "--chat-template-kwargs",
+            r#"{"enable_thinking": false}"#,
+        ],
+    );
+    let msgs = [metainfer::Message::user("Say hi.")];
+    let m = demo_engine::load(&tiny, demo_engine::Which::Generic).unwrap();
+    let count = |thinking: bool| {
+        let mut kw = metainfer::TemplateKwargs::new();
+        kw.insert("enable_thinking".into(), json!(thinking));
+        let text = m.render_chat_with(&msgs, true, &kw).unwrap();
+        assert_eq!(text.contains("<think>"), !thinking, "{text:?}");
+        m.encode(&text).len() as u64
+    };
+    let (off, on) = (count(false), count(true));
+    assert!(off > on, "the empty think block adds tokens: {off} vs {on}");
+    let body = |kw: Value| {
+        json!({"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2, "temperature": 0,
+               "chat_template_kwargs": kw})
+    };
+    let (st, v) = s.post("/chat/completions", body(Value::Null));
+    assert_eq!(
+        (st, v["usage"]["prompt_tokens"].as_u64()),
+        (200, Some(off)),
+        "{v}"
+    );
+    let (st, v) = s.post("/chat/completions", body(json!({"enable_thinking": true})));
+    assert_eq!(
+        (st, v["usage"]["prompt_tokens"].as_u64()),
+        (200, Some(on)),
+        "{v}"
+    );
+    for bad in [json!("enable_thinking"), json!({"messages": []})] {
+        let (st, v) = s.post("/chat/completions", body(bad.clone()));
+        assert_eq!(st, 400, "{bad}: {v}");
+        assert_eq!(v["error"]["param"], "chat_template_kwargs", "{v}");
+    }
+    // the CLI refuses a value that is not a JSON object, before loading anything
+    let out = Command::new(env!("CARGO_BIN_EXE_demo-engine"))
+        .args(["serve", "--model"])
+        .arg(&tiny)
+        .args(["--chat-template-kwargs", "enable_thinking=false"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--chat-template-kwargs") && err.contains("not JSON"),
+        "{err}"
+    );
+}
+
+#[test]
 fn client_leaving_mid_stream_cancels() {
     let s = Served::start(&[]);
     let addr = s

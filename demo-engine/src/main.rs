@@ -5,7 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use demo_engine::{load, perplexity, Model, Which};
-use metainfer::rt::server::ServerConfig;
+use metainfer::rt::server::{ReasoningFormat, ServerConfig};
 use metainfer::{GenParams, Message, TemplateKwargs};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -172,6 +172,10 @@ enum Cmd {
         /// `chat_template_kwargs` override them key by key): '{"enable_thinking": false}'.
         #[arg(long, value_parser = template_kwargs, default_value = "{}")]
         chat_template_kwargs: TemplateKwargs,
+        /// `deepseek`: a <think> block opening a chat reply (Qwen3) goes to
+        /// `reasoning_content`, the rest to `content`; `none`: all in `content`.
+        #[arg(long, default_value = "none")]
+        reasoning_format: ReasoningFormat,
     },
 }
 
@@ -434,6 +438,7 @@ fn run(cmd: Cmd) -> Result<()> {
             default_max_tokens,
             quiet,
             chat_template_kwargs,
+            reasoning_format,
         } => {
             if max_concurrent == Some(0) || max_body_bytes == 0 {
                 bail!("--max-concurrent and --max-body-bytes must be at least 1");
@@ -454,6 +459,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 log: !quiet,
                 model_id: Some(id.clone()),
                 chat_template_kwargs,
+                reasoning_format,
                 ..ServerConfig::default()
             };
             let addr = if host.contains(':') {

@@ -279,6 +279,8 @@ fn chat_template_kwargs_from_the_server_and_the_request() {
             "--quiet",
             "--chat-template-kwargs",
             r#"{"enable_thinking": false}"#,
+            "--reasoning-format",
+            "deepseek",
         ],
     );
     let msgs = [metainfer::Message::user("Say hi.")];
@@ -300,6 +302,12 @@ fn chat_template_kwargs_from_the_server_and_the_request() {
     assert_eq!(
         (st, v["usage"]["prompt_tokens"].as_u64()),
         (200, Some(off)),
+        "{v}"
+    );
+    // --reasoning-format deepseek: the message carries reasoning_content (empty here: the tiny
+    // model's noise does not open with <think>; rt's server tests split a real block)
+    assert!(
+        v["choices"][0]["message"]["reasoning_content"].is_string(),
         "{v}"
     );
     let (st, v) = s.post("/chat/completions", body(json!({"enable_thinking": true})));

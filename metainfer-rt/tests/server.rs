@@ -111,6 +111,27 @@ impl Backend for Fake {
         let mut r = self.state.lock().unwrap();
         (r.messages, r.kwargs) = (messages.to_vec(), kwargs.clone());
         drop(r);
+        if messages.iter().any(|m| m.content == "THINK") {
+            // a reasoning model's reply, in pieces that cut through its tags
+            let reply = "<think>\nstep one\n</think>\n\nthe answer";
+            let chars: Vec<char> = reply.chars().collect();
+            for p in chars.chunks(3) {
+                if !on_text(&p.iter().collect::<String>()) {
+                    break;
+                }
+            }
+            let (text, n) = (reply.to_string(), chars.chunks(3).len());
+            let mut r = self.state.lock().unwrap();
+            (r.done, r.produced) = (r.done + 1, n);
+            let finish = FinishReason::Stop;
+            let stats = Stats {
+                prompt_tokens: 1,
+                gen_tokens: n,
+                finish,
+                ..Stats::default()
+            };
+            return Ok((text, stats));
+        }
         if messages.iter().any(|m| m.content == "NO_TEMPLATE") {
             return Err(Error::Template(
                 "the model file has no chat template".into(),
@@ -633,6 +654,64 @@ fn chat_template_kwargs_reach_the_backend_over_the_servers_own() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.error()["param"], "chat_template_kwargs");
     assert_eq!(t.state.lock().unwrap().done, 2);
+}
+
+#[test]
+fn reasoning_goes_apart_with_the_deepseek_format_and_stays_in_content_without() {
+    use metainfer_rt::server::ReasoningFormat;
+    let body = |stream: bool| json!({"messages": [{"role": "user", "content": "THINK"}], "stream": stream});
+    let raw = quick();
+    let r = post_json(&raw.url("/v1/chat/completions"), body(false));
+    let m = &r.json()["choices"][0]["message"];
+    assert_eq!(
+        m["content"], "<think>\nstep one\n</think>\n\nthe answer",
+        "{}",
+        r.body
+    );
+    assert!(m.get("reasoning_content").is_none(), "{}", r.body);
+    let cfg = ServerConfig {
+        reasoning_format: ReasoningFormat::Deepseek,
+        ..Default::default()
+    };
+    let t = start(0, cfg);
+    let r = post_json(&t.url("/v1/chat/completions"), body(false));
+    let m = &r.json()["choices"][0]["message"];
+    assert_eq!(
+        (&m["reasoning_content"], &m["content"]),
+        (&json!("step one"), &json!("the answer")),
+        "{}",
+        r.body
+    );
+    // streamed: the deltas of each kind concatenate to the same split
+    let r = post(&t.url("/v1/chat/completions"), &body(true).to_string());
+    let (mut reasoning, mut content) = (String::new(), String::new());
+    for event in r
+        .body
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+    {
+        if event == "[DONE]" {
+            break;
+        }
+        let v: Value = metainfer_rt::serde_json::from_str(event).unwrap();
+        let d = &v["choices"][0]["delta"];
+        reasoning.push_str(d["reasoning_content"].as_str().unwrap_or(""));
+        content.push_str(d["content"].as_str().unwrap_or(""));
+    }
+    assert_eq!(
+        (reasoning.as_str(), content.as_str()),
+        ("step one", "the answer"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        "deepseek".parse::<ReasoningFormat>(),
+        Ok(ReasoningFormat::Deepseek)
+    );
+    assert!("auto"
+        .parse::<ReasoningFormat>()
+        .unwrap_err()
+        .contains("none"));
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! an event stream).
 
 use super::http::{random_u64, ApiError, Conn, LogExtra};
-use super::Shared;
+use super::reasoning::ThinkSplit;
+use super::{ReasoningFormat, Shared};
 use crate::serde_json::{json, Map, Value};
 use crate::{Error, FinishReason, GenParams, Message, TemplateKwargs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -442,6 +443,8 @@ struct Emitter<'a> {
     started: bool,
     gone: bool,
     pieces: usize,
+    /// Chat replies with ReasoningFormat::Deepseek: the streamed text's split.
+    split: Option<ThinkSplit>,
 }
 
 impl Emitter<'_> {
@@ -476,6 +479,23 @@ impl Emitter<'_> {
         } else {
             json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
         }
+    }
+
+    /// Sends the reasoning and content that became final (a chunk with the non-empty ones).
+    fn send_split(&mut self, (reasoning, content): (String, String)) -> bool {
+        let mut delta = json!({});
+        if !reasoning.is_empty() {
+            delta["reasoning_content"] = json!(reasoning);
+        }
+        if !content.is_empty() {
+            delta["content"] = json!(content);
+        }
+        if delta.as_object().is_some_and(|d| d.is_empty()) {
+            return true;
+        }
+        let c = json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": null});
+        let c = self.chunk(Some(c), None);
+        self.send(&c)
     }
 
     fn send(&mut self, v: &Value) -> bool {
@@ -513,9 +533,16 @@ impl Emitter<'_> {
                 return false;
             }
             self.pieces += 1;
-            let c = self.chunk(Some(self.choice(text, None)), None);
-            if !self.send(&c) {
-                return false;
+            if let Some(split) = &mut self.split {
+                let parts = split.push(text);
+                if !self.send_split(parts) {
+                    return false;
+                }
+            } else {
+                let c = self.chunk(Some(self.choice(text, None)), None);
+                if !self.send(&c) {
+                    return false;
+                }
             }
         }
         if self.conn.peer_gone() {
@@ -583,6 +610,8 @@ pub(crate) fn generate(
         started: false,
         gone: false,
         pieces: 0,
+        split: (chat && shared.cfg.reasoning_format == ReasoningFormat::Deepseek)
+            .then(ThinkSplit::new),
     };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut on_text = |piece: &str| em.piece(piece);
@@ -638,6 +667,11 @@ pub(crate) fn generate(
         if !em.start() {
             return Ok(());
         }
+        if let Some(rest) = em.split.as_mut().map(ThinkSplit::finish) {
+            if !em.send_split(rest) {
+                return Ok(());
+            }
+        }
         let last = em.chunk(Some(em.choice("", Some(finish))), None);
         if !em.send(&last) {
             return Ok(());
@@ -651,7 +685,10 @@ pub(crate) fn generate(
         let _ = em.conn.sse("[DONE]");
         return Ok(());
     }
-    let choice = if chat {
+    let choice = if chat && em.split.is_some() {
+        let (reasoning, content) = ThinkSplit::split(&text);
+        json!({"index": 0, "message": {"role": "assistant", "content": content, "reasoning_content": reasoning}, "logprobs": null, "finish_reason": finish})
+    } else if chat {
         json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish})
     } else {
         json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})

@@ -71,6 +71,10 @@
 //! prompt for completions, and [`Backend::count_chat_tokens`] (else the backend's
 //! `Stats::prompt_tokens`) for chat.
 //!
+//! With [`ReasoningFormat::Deepseek`] a chat message also has `reasoning_content`: the text of
+//! a `<think>…</think>` block that opens the reply, which `content` then leaves out (streamed
+//! as `delta.reasoning_content` pieces).
+//!
 //! Streaming (`stream: true`): `text/event-stream`, one `data: {chunk}\n\n` per piece of text
 //! (chat: the first chunk is `delta: {role: "assistant", content: ""}`), a last chunk with
 //! empty delta / text and the `finish_reason`, then with `stream_options.include_usage` a chunk
@@ -110,6 +114,7 @@
 
 mod api;
 mod http;
+mod reasoning;
 
 use crate::{GenParams, Message, Result, Stats, TemplateKwargs};
 use std::io;
@@ -181,6 +186,34 @@ pub struct ServerConfig {
     /// Chat template variables every chat request gets (llama.cpp's `--chat-template-kwargs`);
     /// a request's own `chat_template_kwargs` override them key by key. Default none.
     pub chat_template_kwargs: TemplateKwargs,
+    /// Whether chat replies carry their reasoning apart. Default [`ReasoningFormat::None`].
+    pub reasoning_format: ReasoningFormat,
+}
+
+/// Where a chat reply's reasoning goes (llama.cpp's `--reasoning-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningFormat {
+    /// In `content`, as the model wrote it.
+    #[default]
+    None,
+    /// A `<think>…</think>` block that opens the reply (Qwen3, DeepSeek-R1) goes to
+    /// `message.reasoning_content` (streamed as `delta.reasoning_content`), the rest to
+    /// `content`; the newlines beside the tags are dropped. A reply that does not open with the
+    /// tag is all content; a block cut off by `max_tokens` is all reasoning.
+    Deepseek,
+}
+
+impl std::str::FromStr for ReasoningFormat {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "none" => Ok(ReasoningFormat::None),
+            "deepseek" => Ok(ReasoningFormat::Deepseek),
+            other => Err(format!(
+                "unknown reasoning format '{other}': use none (reasoning left in content) or deepseek (a leading <think> block to reasoning_content)"
+            )),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -196,6 +229,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(5),
             chat_template_kwargs: TemplateKwargs::new(),
+            reasoning_format: ReasoningFormat::None,
         }
     }
 }

@@ -59,6 +59,16 @@ fn tiny_model_generates_with_every_cpu_engine() {
     }
 }
 
+/// The engine choices this cpu runs besides `auto`: avx512 and avx2 where it has them, generic.
+fn x86_and_generic_engines() -> Vec<Which> {
+    let avx512 = demo_engine::has_avx512().then_some(Which::Avx512);
+    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
+    [avx512, avx2, Some(Which::Generic)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// The reference's greedy ids on `model` (ckb/gates/vectors/`vectors`: prompt ids, then the
 /// generated ids) from every cpu engine this machine runs; returns the engines' names.
 fn reference_greedy_on_every_cpu_engine(
@@ -73,13 +83,8 @@ fn reference_greedy_on_every_cpu_engine(
         .map(|l| l.split(',').map(|v| v.trim().parse().unwrap()).collect())
         .collect();
     let (prompt, want) = (&rows[0], &rows[1]);
-    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
-    let avx512 = demo_engine::has_avx512().then_some(Which::Avx512);
     let mut names = Vec::new();
-    for which in [Some(Which::Auto), avx512, avx2, Some(Which::Generic)]
-        .into_iter()
-        .flatten()
-    {
+    for which in std::iter::once(Which::Auto).chain(x86_and_generic_engines()) {
         let mut m = load(model, which).unwrap();
         let mut p = GenParams::greedy(want.len());
         p.stop_at_eos = false;
@@ -148,9 +153,7 @@ fn qwen3_q4_k_m_greedy_tokens_match_llama_cpp() {
     // tensors: scripts/anchor/llama-quantize.sh), llama.cpp's greedy ids recorded on it; the
     // q4_k_m engines' kernels on qwen3's graph, everywhere (the file is committed)
     let path = common::root().join("ckb/gates/fixtures/tiny-qwen3-q4_k_m.gguf");
-    let avx2 = demo_engine::has_avx2().then_some(Which::Avx2);
-    let avx512 = demo_engine::has_avx512().then_some(Which::Avx512);
-    for which in [avx512, avx2, Some(Which::Generic)].into_iter().flatten() {
+    for which in x86_and_generic_engines() {
         common::greedy_against_llama_cpp(&path, "qwen3", which);
     }
 }

@@ -212,8 +212,17 @@ pub struct Work<'a> {
 /// Extra variables for a chat template, as transformers' `apply_chat_template(**kwargs)` and
 /// the OpenAI-compatible servers' `chat_template_kwargs` pass them: `{"enable_thinking": false}`
 /// for Qwen3's template, for example. They may not name the variables the engine sets itself
-/// (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`).
+/// ([`TEMPLATE_ENGINE_VARS`]).
 pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
+
+/// The chat template variables an engine sets itself, which [`TemplateKwargs`] may not name:
+/// the engines refuse them with [`Error::Template`], the server with a 400.
+pub const TEMPLATE_ENGINE_VARS: [&str; 4] = [
+    "messages",
+    "add_generation_prompt",
+    "bos_token",
+    "eos_token",
+];
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq)]

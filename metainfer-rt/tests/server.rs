@@ -111,9 +111,13 @@ impl Backend for Fake {
         let mut r = self.state.lock().unwrap();
         (r.messages, r.kwargs) = (messages.to_vec(), kwargs.clone());
         drop(r);
-        if messages.iter().any(|m| m.content == "THINK") {
-            // a reasoning model's reply, in pieces that cut through its tags
-            let reply = "<think>\nstep one\n</think>\n\nthe answer";
+        if let Some(m) = messages.iter().find(|m| m.content.starts_with("THINK")) {
+            // a reasoning model's reply, in pieces that cut through its tags (THINK_OPEN: its
+            // prompt opened the block, see chat_prompt)
+            let reply = match m.content.as_str() {
+                "THINK_OPEN" => "step one\n</think>\n\nthe answer",
+                _ => "<think>\nstep one\n</think>\n\nthe answer",
+            };
             let chars: Vec<char> = reply.chars().collect();
             for p in chars.chunks(3) {
                 if !on_text(&p.iter().collect::<String>()) {
@@ -139,6 +143,13 @@ impl Backend for Fake {
         }
         let n: usize = messages.iter().map(|m| self.count_tokens(&m.content)).sum();
         self.run(n, p, on_text)
+    }
+    fn chat_prompt(&self, messages: &[Message], _kwargs: &TemplateKwargs) -> Option<String> {
+        let open = messages.iter().any(|m| m.content == "THINK_OPEN");
+        Some(format!(
+            "<user>…</user>{}",
+            if open { "<think>\n" } else { "" }
+        ))
     }
 }
 
@@ -684,12 +695,30 @@ fn reasoning_goes_apart_with_the_deepseek_format_and_stays_in_content_without() 
     );
     // streamed: the deltas of each kind concatenate to the same split
     let r = post(&t.url("/v1/chat/completions"), &body(true).to_string());
+    assert_eq!(
+        streamed_split(&r.body),
+        ("step one".into(), "the answer".into()),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        "deepseek".parse::<ReasoningFormat>(),
+        Ok(ReasoningFormat::Deepseek)
+    );
+    assert_eq!(
+        "auto".parse::<ReasoningFormat>(),
+        Ok(ReasoningFormat::Deepseek)
+    );
+    assert!("deepseek-legacy"
+        .parse::<ReasoningFormat>()
+        .unwrap_err()
+        .contains("none"));
+}
+
+/// Each kind of delta of a streamed chat reply, concatenated: (reasoning, content).
+fn streamed_split(body: &str) -> (String, String) {
     let (mut reasoning, mut content) = (String::new(), String::new());
-    for event in r
-        .body
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-    {
+    for event in body.split("\n\n").filter_map(|e| e.strip_prefix("data: ")) {
         if event == "[DONE]" {
             break;
         }
@@ -698,20 +727,85 @@ fn reasoning_goes_apart_with_the_deepseek_format_and_stays_in_content_without() 
         reasoning.push_str(d["reasoning_content"].as_str().unwrap_or(""));
         content.push_str(d["content"].as_str().unwrap_or(""));
     }
+    (reasoning, content)
+}
+
+#[test]
+fn a_reply_the_prompt_opened_a_think_block_for_is_reasoning_up_to_its_close() {
+    use metainfer_rt::server::ReasoningFormat;
+    let cfg = ServerConfig {
+        reasoning_format: ReasoningFormat::Deepseek,
+        ..Default::default()
+    };
+    let t = start(0, cfg);
+    let body = |stream: bool| json!({"messages": [{"role": "user", "content": "THINK_OPEN"}], "stream": stream});
+    let r = post_json(&t.url("/v1/chat/completions"), body(false));
+    let m = &r.json()["choices"][0]["message"];
     assert_eq!(
-        (reasoning.as_str(), content.as_str()),
-        ("step one", "the answer"),
+        (&m["reasoning_content"], &m["content"]),
+        (&json!("step one"), &json!("the answer")),
         "{}",
         r.body
     );
+    let r = post(&t.url("/v1/chat/completions"), &body(true).to_string());
     assert_eq!(
-        "deepseek".parse::<ReasoningFormat>(),
-        Ok(ReasoningFormat::Deepseek)
+        streamed_split(&r.body),
+        ("step one".into(), "the answer".into()),
+        "{}",
+        r.body
     );
-    assert!("auto"
-        .parse::<ReasoningFormat>()
-        .unwrap_err()
-        .contains("none"));
+    // the reasoning format of the request itself: left as written on this server…
+    let r = post_json(
+        &t.url("/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "THINK_OPEN"}], "reasoning_format": "none"}),
+    );
+    let m = &r.json()["choices"][0]["message"];
+    assert_eq!(
+        m["content"], "step one\n</think>\n\nthe answer",
+        "{}",
+        r.body
+    );
+    assert!(m.get("reasoning_content").is_none(), "{}", r.body);
+    // …and split on a server that leaves replies alone
+    let raw = quick();
+    let r = post(
+        &raw.url("/v1/chat/completions"),
+        &json!({"messages": [{"role": "user", "content": "THINK"}], "stream": true, "reasoning_format": "deepseek"}).to_string(),
+    );
+    assert_eq!(
+        streamed_split(&r.body),
+        ("step one".into(), "the answer".into()),
+        "{}",
+        r.body
+    );
+    for (path, body, says) in [
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "hi"}], "reasoning_format": "deepseek-legacy"}),
+            "unknown reasoning format 'deepseek-legacy'",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "hi"}], "reasoning_format": true}),
+            "must be a string",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "reasoning_format": "deepseek"}),
+            "applies to /v1/chat/completions",
+        ),
+    ] {
+        let r = post_json(&raw.url(path), body);
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(r.error()["param"], "reasoning_format", "{}", r.body);
+        let msg = r.error()["message"].as_str().unwrap().to_string();
+        assert!(msg.contains(says), "{msg}");
+    }
+    assert_eq!(
+        raw.state.lock().unwrap().done,
+        1,
+        "refused requests never reach the engine"
+    );
 }
 
 #[test]

@@ -2,10 +2,10 @@
 //! an event stream).
 
 use super::http::{random_u64, ApiError, Conn, LogExtra};
-use super::reasoning::ThinkSplit;
+use super::reasoning::{opens_think, ThinkSplit};
 use super::{ReasoningFormat, Shared};
 use crate::serde_json::{json, Map, Value};
-use crate::{Error, FinishReason, GenParams, Message, TemplateKwargs};
+use crate::{Error, FinishReason, GenParams, Message, TemplateKwargs, TEMPLATE_ENGINE_VARS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -35,6 +35,8 @@ pub(crate) struct GenRequest {
     max_tokens: Option<usize>,
     stream: bool,
     include_usage: bool,
+    /// Chat: the request's `reasoning_format`, else the server's (completions: `None`).
+    reasoning: ReasoningFormat,
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -198,14 +200,6 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
         .collect()
 }
 
-/// The variables the engine gives every chat template itself.
-const TEMPLATE_OWN: [&str; 4] = [
-    "messages",
-    "add_generation_prompt",
-    "bos_token",
-    "eos_token",
-];
-
 /// `chat_template_kwargs` over the server's defaults: an object whose keys are not the engine's
 /// own variables.
 fn template_kwargs(
@@ -217,7 +211,10 @@ fn template_kwargs(
     match get(o, k) {
         None => {}
         Some(Value::Object(m)) => {
-            if let Some(own) = m.keys().find(|key| TEMPLATE_OWN.contains(&key.as_str())) {
+            if let Some(own) = m
+                .keys()
+                .find(|key| TEMPLATE_ENGINE_VARS.contains(&key.as_str()))
+            {
                 return Err(ApiError::invalid(format!(
                     "'{k}' may not set '{own}': the server sets it from the request"
                 ))
@@ -328,13 +325,37 @@ pub(crate) fn parse_request(
             template_kwargs(o, &shared.cfg.chat_template_kwargs)?,
         )
     } else {
-        if get(o, "chat_template_kwargs").is_some() {
-            return Err(ApiError::invalid(
-                "'chat_template_kwargs' applies to /v1/chat/completions; a completion's prompt is not templated",
-            )
-            .param("chat_template_kwargs"));
+        for (k, why) in [
+            (
+                "chat_template_kwargs",
+                "a completion's prompt is not templated",
+            ),
+            (
+                "reasoning_format",
+                "a completion's text is returned as written",
+            ),
+        ] {
+            if get(o, k).is_some() {
+                return Err(ApiError::invalid(format!(
+                    "'{k}' applies to /v1/chat/completions; {why}"
+                ))
+                .param(k));
+            }
         }
         Input::Prompt(prompt(o)?)
+    };
+    let reasoning = match get(o, "reasoning_format") {
+        None => shared.cfg.reasoning_format,
+        Some(Value::String(s)) => s
+            .parse()
+            .map_err(|e: String| ApiError::invalid(e).param("reasoning_format"))?,
+        Some(v) => {
+            return Err(ApiError::invalid(format!(
+                "'reasoning_format' must be a string (none or deepseek), not {}",
+                kind(v)
+            ))
+            .param("reasoning_format"))
+        }
     };
     let max_tokens = if chat {
         match uint(o, "max_completion_tokens")? {
@@ -399,6 +420,7 @@ pub(crate) fn parse_request(
         max_tokens,
         stream,
         include_usage,
+        reasoning,
     })
 }
 
@@ -443,7 +465,7 @@ struct Emitter<'a> {
     started: bool,
     gone: bool,
     pieces: usize,
-    /// Chat replies with ReasoningFormat::Deepseek: the streamed text's split.
+    /// Chat replies with ReasoningFormat::Deepseek: the split of the text so far.
     split: Option<ThinkSplit>,
 }
 
@@ -577,6 +599,14 @@ pub(crate) fn generate(
         Input::Prompt(p) => Some(backend.count_tokens(p)),
         Input::Messages(m, kw) => backend.count_chat_tokens(m, kw),
     };
+    // a chat reply split into reasoning and content starts inside the think block when the
+    // template's generation prompt opens it (DeepSeek-R1's, Qwen3 Thinking-2507's)
+    let split = match &req.input {
+        Input::Messages(m, kw) if req.reasoning == ReasoningFormat::Deepseek => Some(
+            ThinkSplit::new(backend.chat_prompt(m, kw).is_some_and(|p| opens_think(&p))),
+        ),
+        _ => None,
+    };
     let limit = shared.max_seq;
     let mut p = req.params;
     p.max_tokens = match (req.max_tokens, n_prompt) {
@@ -610,8 +640,7 @@ pub(crate) fn generate(
         started: false,
         gone: false,
         pieces: 0,
-        split: (chat && shared.cfg.reasoning_format == ReasoningFormat::Deepseek)
-            .then(ThinkSplit::new),
+        split,
     };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut on_text = |piece: &str| em.piece(piece);
@@ -685,8 +714,8 @@ pub(crate) fn generate(
         let _ = em.conn.sse("[DONE]");
         return Ok(());
     }
-    let choice = if chat && em.split.is_some() {
-        let (reasoning, content) = ThinkSplit::split(&text);
+    let choice = if let Some(split) = em.split.take() {
+        let (reasoning, content) = split.whole(&text);
         json!({"index": 0, "message": {"role": "assistant", "content": content, "reasoning_content": reasoning}, "logprobs": null, "finish_reason": finish})
     } else if chat {
         json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish})

@@ -36,6 +36,9 @@
 //!   e.g. `{"enable_thinking": false}` for Qwen3. Not an object, naming a variable the engine
 //!   sets (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`) or sent to
 //!   `/v1/completions` → 400.
+//! - `reasoning_format` (chat; llama.cpp's extension): `none`, `deepseek` or `auto` (the same as
+//!   `deepseek`) over [`ServerConfig::reasoning_format`]; another value, or sent to
+//!   `/v1/completions` → 400.
 //! - `prompt` (completions): a string, or an array of exactly one string.
 //! - `max_completion_tokens` (chat; preferred) / `max_tokens` → `max_tokens`. Absent: the
 //!   server's `default_max_tokens`, lowered to what is left of the context when the backend
@@ -71,9 +74,10 @@
 //! prompt for completions, and [`Backend::count_chat_tokens`] (else the backend's
 //! `Stats::prompt_tokens`) for chat.
 //!
-//! With [`ReasoningFormat::Deepseek`] a chat message also has `reasoning_content`: the text of
-//! a `<think>…</think>` block that opens the reply, which `content` then leaves out (streamed
-//! as `delta.reasoning_content` pieces).
+//! With [`ReasoningFormat::Deepseek`] (the server's, or the request's `reasoning_format`) a chat
+//! message also has `reasoning_content`: the text of a `<think>…</think>` block that opens the
+//! reply, or that the chat prompt opened ([`Backend::chat_prompt`]), which `content` then leaves
+//! out (streamed as `delta.reasoning_content` pieces).
 //!
 //! Streaming (`stream: true`): `text/event-stream`, one `data: {chunk}\n\n` per piece of text
 //! (chat: the first chunk is `delta: {role: "assistant", content: ""}`), a last chunk with
@@ -156,6 +160,14 @@ pub trait Backend: Send + Sync + 'static {
     fn count_chat_tokens(&self, _messages: &[Message], _kwargs: &TemplateKwargs) -> Option<usize> {
         None
     }
+    /// The prompt text [`Backend::chat`] builds for `messages` and `kwargs` (the chat
+    /// template's rendering with the generation prompt), when the backend can tell. The server
+    /// reads whether it leaves a `<think>` block open, so that [`ReasoningFormat::Deepseek`]
+    /// splits a reply that starts inside one. `None` (the default): a reply is split as if the
+    /// prompt opened nothing.
+    fn chat_prompt(&self, _messages: &[Message], _kwargs: &TemplateKwargs) -> Option<String> {
+        None
+    }
 }
 
 /// Limits and defaults of a [`Server`].
@@ -186,7 +198,8 @@ pub struct ServerConfig {
     /// Chat template variables every chat request gets (llama.cpp's `--chat-template-kwargs`);
     /// a request's own `chat_template_kwargs` override them key by key. Default none.
     pub chat_template_kwargs: TemplateKwargs,
-    /// Whether chat replies carry their reasoning apart. Default [`ReasoningFormat::None`].
+    /// Whether chat replies carry their reasoning apart; a request's own `reasoning_format`
+    /// overrides it. Default [`ReasoningFormat::None`].
     pub reasoning_format: ReasoningFormat,
 }
 
@@ -199,7 +212,9 @@ pub enum ReasoningFormat {
     /// A `<think>…</think>` block that opens the reply (Qwen3, DeepSeek-R1) goes to
     /// `message.reasoning_content` (streamed as `delta.reasoning_content`), the rest to
     /// `content`; the newlines beside the tags are dropped. A reply that does not open with the
-    /// tag is all content; a block cut off by `max_tokens` is all reasoning.
+    /// tag is all content; a block cut off by `max_tokens` is all reasoning. When the chat
+    /// prompt itself ends with `<think>` ([`Backend::chat_prompt`]; DeepSeek-R1's and Qwen3
+    /// Thinking-2507's templates), the reply's text up to `</think>` is the reasoning.
     Deepseek,
 }
 
@@ -208,9 +223,11 @@ impl std::str::FromStr for ReasoningFormat {
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         match s {
             "none" => Ok(ReasoningFormat::None),
-            "deepseek" => Ok(ReasoningFormat::Deepseek),
+            // llama.cpp's `auto` lets the chat format decide; `<think>` is the only reasoning
+            // markup these engines know, so it is deepseek's split
+            "deepseek" | "auto" => Ok(ReasoningFormat::Deepseek),
             other => Err(format!(
-                "unknown reasoning format '{other}': use none (reasoning left in content) or deepseek (a leading <think> block to reasoning_content)"
+                "unknown reasoning format '{other}': use none (reasoning left in content) or deepseek (a leading <think> block to reasoning_content; auto is the same)"
             )),
         }
     }

@@ -1,8 +1,11 @@
 //! A chat reply's reasoning apart from its answer ([`ReasoningFormat::Deepseek`]): the text of a
 //! `<think>…</think>` block that opens the reply (after any whitespace) is the reasoning, the
-//! rest the content, with the newlines on either side of the tags dropped. Fed piece by piece
-//! as the engine streams, it holds back only what could still be the start of a tag or the
-//! newlines before one, so streamed deltas concatenate to exactly what a whole reply splits into.
+//! rest the content, with the newlines on either side of the tags dropped. When the prompt
+//! itself opens the block (a chat template whose generation prompt ends with `<think>`, as
+//! DeepSeek-R1's and Qwen3 Thinking-2507's do), the reply starts inside it: its text up to
+//! `</think>` is the reasoning. Fed piece by piece as the engine streams, it holds back only what
+//! could still be the start of a tag or the newlines before one, so streamed deltas concatenate to
+//! exactly what a whole reply splits into.
 
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
@@ -26,20 +29,26 @@ pub(crate) struct ThinkSplit {
     strip: bool,
 }
 
+/// Whether a rendered chat prompt leaves a think block open for the reply (it ends with
+/// `<think>` and whitespace).
+pub(crate) fn opens_think(prompt: &str) -> bool {
+    prompt.trim_end().ends_with(OPEN)
+}
+
 impl ThinkSplit {
-    pub(crate) fn new() -> Self {
+    /// A splitter for a reply; `opened`: the prompt opened the think block (see [`opens_think`]).
+    pub(crate) fn new(opened: bool) -> Self {
         ThinkSplit {
-            state: State::Start,
+            state: if opened { State::Think } else { State::Start },
             held: String::new(),
-            strip: false,
+            strip: opened,
         }
     }
 
     /// A whole reply's (reasoning, content).
-    pub(crate) fn split(text: &str) -> (String, String) {
-        let mut s = ThinkSplit::new();
-        let (mut r, mut c) = s.push(text);
-        let (r2, c2) = s.finish();
+    pub(crate) fn whole(mut self, text: &str) -> (String, String) {
+        let (mut r, mut c) = self.push(text);
+        let (r2, c2) = self.finish();
         r.push_str(&r2);
         c.push_str(&c2);
         (r, c)
@@ -115,10 +124,10 @@ fn hold_back(s: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::ThinkSplit;
+    use super::{opens_think, ThinkSplit};
 
-    fn pieces(text: &str, n: usize) -> (String, String) {
-        let mut s = ThinkSplit::new();
+    fn pieces(text: &str, n: usize, opened: bool) -> (String, String) {
+        let mut s = ThinkSplit::new(opened);
         let (mut r, mut c) = (String::new(), String::new());
         let chars: Vec<char> = text.chars().collect();
         for p in chars.chunks(n) {
@@ -152,10 +161,39 @@ mod tests {
             ("<think>x</think>\n\ny\n</think>\n", ("x", "y\n</think>\n")),
             ("<think>a\n<b</thinkin\n</think>c", ("a\n<b</thinkin", "c")),
         ] {
-            let whole = ThinkSplit::split(text);
+            let whole = ThinkSplit::new(false).whole(text);
             assert_eq!((whole.0.as_str(), whole.1.as_str()), want, "{text:?}");
             for n in 1..5 {
-                assert_eq!(pieces(text, n), whole, "{text:?} in pieces of {n}");
+                assert_eq!(pieces(text, n, false), whole, "{text:?} in pieces of {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_prompt_that_opens_the_block_starts_the_reply_inside_it() {
+        for (prompt, opened) in [
+            ("<|im_start|>assistant\n<think>\n", true),
+            ("<｜Assistant｜><think>\n", true),
+            ("<|im_start|>assistant\n<think>", true),
+            ("<|im_start|>assistant\n<think>\n\n</think>\n\n", false),
+            ("<|im_start|>assistant\n", false),
+            ("<think>\nx", false),
+        ] {
+            assert_eq!(opens_think(prompt), opened, "{prompt:?}");
+        }
+        for (text, want) in [
+            ("plan it\n</think>\n\nthe answer", ("plan it", "the answer")),
+            ("\n\nplan\n</think>answer", ("plan", "answer")),
+            ("</think>\n\nno reasoning", ("", "no reasoning")),
+            ("cut off at max_tokens\n", ("cut off at max_tokens", "")),
+            ("a <think> inside\n</think>b", ("a <think> inside", "b")),
+            ("x</think>y</think>z", ("x", "y</think>z")),
+            ("<b</thinkin\n</think>c", ("<b</thinkin", "c")),
+        ] {
+            let whole = ThinkSplit::new(true).whole(text);
+            assert_eq!((whole.0.as_str(), whole.1.as_str()), want, "{text:?}");
+            for n in 1..5 {
+                assert_eq!(pieces(text, n, true), whole, "{text:?} in pieces of {n}");
             }
         }
     }

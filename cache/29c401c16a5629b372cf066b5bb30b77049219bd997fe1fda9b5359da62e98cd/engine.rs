@@ -4572,7 +4572,7 @@ mod tokenizer_spm {
 }
 pub use tokenizer_spm::*;
 
-// ==== 19. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v2, realization chat_template/minijinja (ckb) ====
+// ==== 19. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v3, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -4672,14 +4672,20 @@ mod chat_template {
         /// The template text.
         pub(crate) fn source(&self) -> &str { &self.source }
 
+        /// Ok when the template compiled, else rt::Error::Template with minijinja's message.
+        pub(crate) fn check(&self) -> rt::Result<()> {
+            match &self.compile_error {
+                Some(e) => Err(rt::Error::Template(format!("the chat template does not compile: {e}"))),
+                None => Ok(()),
+            }
+        }
+
         /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`;
         /// `tools` and `documents` none) with the caller's `kwargs` besides (they may set `tools`,
         /// not the four the engine sets).
         pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
-            if let Some(e) = &self.compile_error {
-                return Err(rt::Error::Template(format!("the model's chat template does not compile: {e}")));
-            }
-            if let Some(k) = kwargs.keys().find(|k| ["messages", "add_generation_prompt", "bos_token", "eos_token"].contains(&k.as_str())) {
+            self.check()?;
+            if let Some(k) = kwargs.keys().find(|k| rt::TEMPLATE_ENGINE_VARS.contains(&k.as_str())) {
                 return Err(rt::Error::Template(format!("chat template kwargs may not set '{k}': the engine sets it; pass the conversation as messages")));
             }
             let msg = |m: &rt::Message| Value::from_iter([("role", m.role.as_str()), ("content", m.content.as_str())]);
@@ -4876,7 +4882,7 @@ mod sampler {
 }
 pub use sampler::*;
 
-// ==== 21. Generation and streaming — contract generate v3, realization generate/stream (ckb) ====
+// ==== 21. Generation and streaming — contract generate v4, realization generate/stream (ckb) ====
 mod generate {
     use super::*;
 
@@ -5051,6 +5057,20 @@ mod generate {
             self.chat_with(messages, &rt::TemplateKwargs::new(), p, on_text)
         }
 
+        /// The chat template in use (the model file's, the family's default or set_chat_template's).
+        pub fn chat_template(&self) -> Option<&str> {
+            self.template.as_deref().map(ChatTemplate::source)
+        }
+
+        /// Replaces the chat template (llama.cpp's --chat-template-file): a template that does not
+        /// compile is rt::Error::Template and the engine keeps its own.
+        pub fn set_chat_template(&mut self, source: &str) -> rt::Result<()> {
+            let t = ChatTemplate::new(source.to_string());
+            t.check()?;
+            self.template = Some(std::sync::Arc::new(t));
+            Ok(())
+        }
+
         /// chat with extra template variables.
         pub fn chat_with(&mut self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
             let prompt = self.render_chat_with(messages, true, kwargs)?;
@@ -5072,9 +5092,14 @@ mod generate {
             tokenize_prompt(&self.tok, prompt)
         }
 
+        /// A conversation's prompt text with the generation prompt, as `Engine::chat_with` renders it.
+        pub(crate) fn chat_prompt(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
+            render_with_template(&self.tok, self.template.as_deref(), messages, true, kwargs)
+        }
+
         /// A conversation's ids with the generation prompt, as `Engine::chat_with` evaluates it.
         pub(crate) fn chat_ids(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> rt::Result<Vec<u32>> {
-            Ok(self.ids(&render_with_template(&self.tok, self.template.as_deref(), messages, true, kwargs)?))
+            Ok(self.ids(&self.chat_prompt(messages, kwargs)?))
         }
     }
 
@@ -5100,7 +5125,7 @@ mod generate {
 }
 pub use generate::*;
 
-// ==== 22. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v4, realization server_openai/batched (ckb) ====
+// ==== 22. OpenAI-compatible server (metainfer::rt::server over this engine) — contract server_openai v5, realization server_openai/batched (ckb) ====
 mod server_openai {
     use super::*;
 
@@ -5409,6 +5434,10 @@ mod server_openai {
 
         fn count_chat_tokens(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<usize> {
             self.prompter.chat_ids(messages, kwargs).ok().map(|ids| ids.len())
+        }
+
+        fn chat_prompt(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<String> {
+            self.prompter.chat_prompt(messages, kwargs).ok()
         }
     }
 }

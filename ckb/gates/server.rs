@@ -95,3 +95,41 @@ fn serves_the_engines_own_greedy_text() {
     assert_eq!(together, alone, "requests served beside others get their text alone");
     println!("GATE server completion_chars={} prompt_tokens={want_prompt_tokens} streamed=true concurrent={}", want.len(), prompts.len());
 }
+
+#[test]
+fn chat_replies_split_where_the_template_opened_a_think_block() {
+    // a template whose generation prompt opens the think block (DeepSeek-R1's, Qwen3 Thinking-2507's)
+    let open = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+    let Some(mut direct) = gate_load_or_skip(&gate_tiny_model(), "server", "tiny model loads") else { return };
+    let own = direct.chat_template().map(str::to_string);
+    assert!(matches!(direct.set_chat_template("{% for m in %}"), Err(rt::Error::Template(_))), "a template that does not compile is refused");
+    assert_eq!(direct.chat_template().map(str::to_string), own, "a refused template leaves the engine's own in use");
+    direct.set_chat_template(open).expect("the template compiles");
+    assert_eq!(direct.chat_template(), Some(open));
+    let msgs = [rt::Message::new("user", "Hello world")];
+    let (want, _) = direct.chat(&msgs, &rt::GenParams::greedy(12), &mut |_| true).expect("direct chat");
+    let want_prompt_tokens = direct.prompt_ids(&direct.render_chat(&msgs, true).unwrap()).len();
+    // the reasoning runs up to </think> (all of the reply when it never closes the block)
+    let (r, c) = want.split_once("</think>").unwrap_or((want.as_str(), ""));
+    let want_split = (r.trim_matches('\n'), c.trim_start_matches('\n'));
+
+    let mut engine = Engine::load(&gate_tiny_model()).expect("tiny model loads");
+    engine.set_chat_template(open).expect("the template compiles");
+    let cfg = rt::server::ServerConfig { reasoning_format: rt::server::ReasoningFormat::Deepseek, ..Default::default() };
+    let server = engine.server("127.0.0.1:0", cfg).expect("bind loopback");
+    let addr = server.local_addr().unwrap();
+    let _handle = server.spawn();
+    let chat = |extra: &str| {
+        let body = format!(r#"{{"messages": [{{"role": "user", "content": "Hello world"}}], "max_tokens": 12, "temperature": 0{extra}}}"#);
+        let (status, text) = server_request(addr, "POST", "/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{text}");
+        let v: rt::serde_json::Value = rt::serde_json::from_str(&text).expect("a JSON body");
+        assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(want_prompt_tokens as u64), "{text}");
+        v["choices"][0]["message"].clone()
+    };
+    let m = chat("");
+    assert_eq!((m["reasoning_content"].as_str(), m["content"].as_str()), (Some(want_split.0), Some(want_split.1)), "{m}");
+    let m = chat(r#", "reasoning_format": "none""#);
+    assert_eq!(m["content"].as_str(), Some(want.as_str()), "reasoning_format none leaves the reply as written: {m}");
+    println!("GATE server_chat chars={} reasoning_chars={} prompt_tokens={want_prompt_tokens}", want.len(), want_split.0.len());
+}

@@ -245,8 +245,8 @@ fn gate_chat_template() {
 }
 
 /// Kwargs reach the template beside the engine's variables (`{{ greeting }}` renders one; a bool
-/// prints as Python's `True`, as in transformers), and
-/// naming one of the engine's own is an error that says so.
+/// prints as Python's `True`, as in transformers), and naming one of the engine's own is an error
+/// that says so.
 fn gate_template_kwargs_checked(t: &ChatTemplate) -> bool {
     let mut kw = rt::TemplateKwargs::new();
     kw.insert("greeting".into(), rt::serde_json::json!("hello"));

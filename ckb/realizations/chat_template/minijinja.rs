@@ -94,14 +94,20 @@ impl ChatTemplate {
     /// The template text.
     pub(crate) fn source(&self) -> &str { &self.source }
 
+    /// Ok when the template compiled, else rt::Error::Template with minijinja's message.
+    pub(crate) fn check(&self) -> rt::Result<()> {
+        match &self.compile_error {
+            Some(e) => Err(rt::Error::Template(format!("the chat template does not compile: {e}"))),
+            None => Ok(()),
+        }
+    }
+
     /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`;
     /// `tools` and `documents` none) with the caller's `kwargs` besides (they may set `tools`,
     /// not the four the engine sets).
     pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
-        if let Some(e) = &self.compile_error {
-            return Err(rt::Error::Template(format!("the model's chat template does not compile: {e}")));
-        }
-        if let Some(k) = kwargs.keys().find(|k| ["messages", "add_generation_prompt", "bos_token", "eos_token"].contains(&k.as_str())) {
+        self.check()?;
+        if let Some(k) = kwargs.keys().find(|k| rt::TEMPLATE_ENGINE_VARS.contains(&k.as_str())) {
             return Err(rt::Error::Template(format!("chat template kwargs may not set '{k}': the engine sets it; pass the conversation as messages")));
         }
         let msg = |m: &rt::Message| Value::from_iter([("role", m.role.as_str()), ("content", m.content.as_str())]);

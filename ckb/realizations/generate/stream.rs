@@ -169,6 +169,20 @@ impl Engine {
         self.chat_with(messages, &rt::TemplateKwargs::new(), p, on_text)
     }
 
+    /// The chat template in use (the model file's, the family's default or set_chat_template's).
+    pub fn chat_template(&self) -> Option<&str> {
+        self.template.as_deref().map(ChatTemplate::source)
+    }
+
+    /// Replaces the chat template (llama.cpp's --chat-template-file): a template that does not
+    /// compile is rt::Error::Template and the engine keeps its own.
+    pub fn set_chat_template(&mut self, source: &str) -> rt::Result<()> {
+        let t = ChatTemplate::new(source.to_string());
+        t.check()?;
+        self.template = Some(std::sync::Arc::new(t));
+        Ok(())
+    }
+
     /// chat with extra template variables.
     pub fn chat_with(&mut self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs, p: &rt::GenParams, on_text: &mut dyn FnMut(&str) -> bool) -> rt::Result<(String, rt::Stats)> {
         let prompt = self.render_chat_with(messages, true, kwargs)?;
@@ -190,9 +204,14 @@ impl Prompter {
         tokenize_prompt(&self.tok, prompt)
     }
 
+    /// A conversation's prompt text with the generation prompt, as `Engine::chat_with` renders it.
+    pub(crate) fn chat_prompt(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
+        render_with_template(&self.tok, self.template.as_deref(), messages, true, kwargs)
+    }
+
     /// A conversation's ids with the generation prompt, as `Engine::chat_with` evaluates it.
     pub(crate) fn chat_ids(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> rt::Result<Vec<u32>> {
-        Ok(self.ids(&render_with_template(&self.tok, self.template.as_deref(), messages, true, kwargs)?))
+        Ok(self.ids(&self.chat_prompt(messages, kwargs)?))
     }
 }
 

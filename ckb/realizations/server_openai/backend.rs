@@ -55,4 +55,8 @@ impl rt::server::Backend for SerialBackend {
     fn count_chat_tokens(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<usize> {
         self.1.chat_ids(messages, kwargs).ok().map(|ids| ids.len())
     }
+
+    fn chat_prompt(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<String> {
+        self.1.chat_prompt(messages, kwargs).ok()
+    }
 }

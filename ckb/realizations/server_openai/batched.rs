@@ -304,4 +304,8 @@ impl rt::server::Backend for BatchedBackend {
     fn count_chat_tokens(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<usize> {
         self.prompter.chat_ids(messages, kwargs).ok().map(|ids| ids.len())
     }
+
+    fn chat_prompt(&self, messages: &[rt::Message], kwargs: &rt::TemplateKwargs) -> Option<String> {
+        self.prompter.chat_prompt(messages, kwargs).ok()
+    }
 }

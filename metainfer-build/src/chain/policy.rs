@@ -89,6 +89,7 @@ const BASE: &[&str] = &[
     "rt::GenParams",
     "rt::Message",
     "rt::TemplateKwargs",
+    "rt::TEMPLATE_ENGINE_VARS",
     "rt::Work",
     "rt::FinishReason",
     "rt::Stats",

@@ -110,10 +110,15 @@ def main() -> None:
         shape |= {"qwen3.attention.key_length": hd, "qwen3.attention.value_length": hd}
     tmp = a.out.with_name(a.out.name + ".partial")
     w = gguf.GGUFWriter(tmp, arch)
-    skip = {"general.architecture", "general.file_type", "general.name"} | set(shape)
+    # the donor's general.* fields describe the donor (its basename, finetune, size label,
+    # license...), not this file: only how the file is laid out is kept
+    keep_general = {"general.alignment", "general.quantization_version"}
+    skip = set(shape)
     for name, f in donor.fields.items():
         if name.startswith(donor_arch + "."):
             name = arch + name[len(donor_arch):]  # the donor's rope base, eps, context under this arch
+        if name.startswith("general.") and name not in keep_general:
+            continue
         if not name.startswith("GGUF.") and name not in skip:
             copy_field(w, f, name)
     for k, v in shape.items():

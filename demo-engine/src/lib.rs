@@ -121,6 +121,9 @@ pub trait Model: Send {
         add_generation_prompt: bool,
         kwargs: &TemplateKwargs,
     ) -> Result<String, metainfer::Error>;
+    /// Replaces the model file's chat template (an error, the old one kept, when it does not
+    /// compile).
+    fn set_chat_template(&mut self, source: &str) -> Result<(), metainfer::Error>;
     fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error>;
     fn n_vocab(&self) -> usize;
     fn max_seq(&self) -> usize;
@@ -173,6 +176,9 @@ macro_rules! impl_model {
             }
             fn render_chat_with(&self, messages: &[Message], add_generation_prompt: bool, kwargs: &TemplateKwargs) -> Result<String, metainfer::Error> {
                 (**self).render_chat_with(messages, add_generation_prompt, kwargs)
+            }
+            fn set_chat_template(&mut self, source: &str) -> Result<(), metainfer::Error> {
+                (**self).set_chat_template(source)
             }
             fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, metainfer::Error> {
                 (**self).forward_all(tokens, pos)
@@ -471,10 +477,10 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
                 "qwen3"
             };
             return Err(metainfer::Error::Mismatch {
-                what: "the engine asked for (--engine sm_*)".into(),
-                expected: format!("a cpu engine for {name} files"),
-                found: "a cuda arch".into(),
-                fix: format!("use --engine auto, avx2 or generic; the ckb has no cuda forward for {name}'s parts (q/k norms) yet"),
+                what: "the file's architecture".into(),
+                expected: "qwen2 or llama files (demo-engine's cuda engines)".into(),
+                found: name.into(),
+                fix: format!("use --engine auto, avx2 or generic: the ckb has no cuda forward for {name}'s parts (q/k norms) yet"),
             });
         }
         let gemma = family == Family::Gemma3;
@@ -494,10 +500,10 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
             Which::Cuda(Arch::Sm89 | Arch::Sm90) => Box::new(SmolSm89::load(path)?),
             Which::Cuda(Arch::Sm80) => {
                 return Err(metainfer::Error::Mismatch {
-                    what: "the cuda arch asked for (--engine sm_80)".into(),
-                    expected: "sm_89 or sm_90 for llama files".into(),
-                    found: "sm_80".into(),
-                    fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine; demo-engine has no sm_80 llama engine".into(),
+                    what: "the file's architecture".into(),
+                    expected: "qwen2 files (demo-engine's sm_80 engines)".into(),
+                    found: "llama".into(),
+                    fix: "use --engine sm_89 on an Ada or newer GPU, or a cpu engine: demo-engine has no sm_80 llama engine".into(),
                 })
             }
             _ if uses_avx512(which) && k_quant => Box::new(LlamaQ4kAvx512::load(path)?),

@@ -1,5 +1,5 @@
 //! `demo-engine`: generate, chat, bench, perplexity and an OpenAI-compatible server on a qwen2,
-//! llama or gemma3 GGUF (or a qwen2 AWQ checkpoint) with the engines MetaInfer generated for
+//! qwen3, llama or gemma3 GGUF (or a qwen2 AWQ checkpoint) with the engines MetaInfer generated for
 //! this crate (see src/lib.rs); the engine's family follows the file's architecture.
 
 use anyhow::{bail, Context, Result};
@@ -30,7 +30,7 @@ struct ModelArgs {
     /// Worker threads (default: all cores).
     #[arg(long, short = 't')]
     threads: Option<usize>,
-    /// Which generated engine of the file's family (its general.architecture: qwen2, llama or gemma3): auto (avx512 where the cpu has AVX-512 VNNI, for GGUF files; else avx2 when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
+    /// Which generated engine of the file's family (its general.architecture: qwen2, qwen3, llama or gemma3): auto (avx512 where the cpu has AVX-512 VNNI, for GGUF files; else avx2 when the cpu has it), avx512, avx2, generic, or a cuda one: sm_80, sm_89, sm_90.
     #[arg(long, default_value = "auto")]
     engine: Which,
     /// CUDA engines: launch every kernel of a decode step instead of replaying a captured CUDA graph.
@@ -110,10 +110,8 @@ enum Cmd {
         m: ModelArgs,
         #[arg(long, default_value = "You are a helpful assistant.")]
         system: String,
-        /// Extra chat template variables, a JSON object: '{"enable_thinking": false}' turns
-        /// Qwen3's thinking off.
-        #[arg(long, value_parser = template_kwargs, default_value = "{}")]
-        chat_template_kwargs: TemplateKwargs,
+        #[command(flatten)]
+        t: TemplateArgs,
         #[command(flatten)]
         s: SampleArgs,
     },
@@ -168,15 +166,42 @@ enum Cmd {
         /// No log line per request on stderr.
         #[arg(long)]
         quiet: bool,
-        /// Chat template variables every chat request gets, a JSON object (a request's own
-        /// `chat_template_kwargs` override them key by key): '{"enable_thinking": false}'.
-        #[arg(long, value_parser = template_kwargs, default_value = "{}")]
-        chat_template_kwargs: TemplateKwargs,
-        /// `deepseek`: a <think> block opening a chat reply (Qwen3) goes to
-        /// `reasoning_content`, the rest to `content`; `none`: all in `content`.
+        #[command(flatten)]
+        t: TemplateArgs,
+        /// `deepseek`: a <think> block opening a chat reply (Qwen3), or opened by the chat
+        /// template's generation prompt (DeepSeek-R1, Qwen3 Thinking-2507), goes to
+        /// `reasoning_content`, the rest to `content`; `none`: all in `content`. A request's
+        /// own `reasoning_format` overrides it.
         #[arg(long, default_value = "none")]
         reasoning_format: ReasoningFormat,
     },
+}
+
+#[derive(Args)]
+struct TemplateArgs {
+    /// Extra chat template variables, a JSON object: '{"enable_thinking": false}' turns Qwen3's
+    /// thinking off (serve: every chat request gets them; a request's own
+    /// `chat_template_kwargs` override them key by key).
+    #[arg(long, value_parser = template_kwargs, default_value = "{}")]
+    chat_template_kwargs: TemplateKwargs,
+    /// A Jinja chat template to use instead of the model file's (llama.cpp's
+    /// --chat-template-file; for files whose template is missing or wrong).
+    #[arg(long)]
+    chat_template_file: Option<PathBuf>,
+}
+
+impl TemplateArgs {
+    /// Puts --chat-template-file's template into the engine.
+    fn apply(&self, model: &mut dyn Model) -> Result<()> {
+        if let Some(path) = &self.chat_template_file {
+            let source = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the chat template {}", path.display()))?;
+            model
+                .set_chat_template(&source)
+                .with_context(|| format!("the chat template in {}", path.display()))?;
+        }
+        Ok(())
+    }
 }
 
 /// `--chat-template-kwargs`: a JSON object.
@@ -278,13 +303,9 @@ fn run(cmd: Cmd) -> Result<()> {
                 );
             }
         }
-        Cmd::Chat {
-            m,
-            system,
-            chat_template_kwargs,
-            s,
-        } => {
+        Cmd::Chat { m, system, t, s } => {
             let mut model = open(&m)?;
+            t.apply(&mut *model)?;
             let mut messages = vec![Message::system(system.clone())];
             let stdin = std::io::stdin();
             eprintln!(
@@ -310,7 +331,7 @@ fn run(cmd: Cmd) -> Result<()> {
                     _ => {}
                 }
                 messages.push(Message::user(line));
-                let prompt = model.render_chat_with(&messages, true, &chat_template_kwargs)?;
+                let prompt = model.render_chat_with(&messages, true, &t.chat_template_kwargs)?;
                 let ids = model.encode(&prompt);
                 let mut out = std::io::stdout().lock();
                 let mut reply = String::new();
@@ -437,13 +458,14 @@ fn run(cmd: Cmd) -> Result<()> {
             max_body_bytes,
             default_max_tokens,
             quiet,
-            chat_template_kwargs,
+            t,
             reasoning_format,
         } => {
             if max_concurrent == Some(0) || max_body_bytes == 0 {
                 bail!("--max-concurrent and --max-body-bytes must be at least 1");
             }
-            let model = open(&m)?;
+            let mut model = open(&m)?;
+            t.apply(&mut *model)?;
             let slots = model.server_slots();
             let max_concurrent = max_concurrent.unwrap_or((2 * slots).max(4));
             let id = m
@@ -458,7 +480,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 default_max_tokens,
                 log: !quiet,
                 model_id: Some(id.clone()),
-                chat_template_kwargs,
+                chat_template_kwargs: t.chat_template_kwargs,
                 reasoning_format,
                 ..ServerConfig::default()
             };

@@ -144,7 +144,10 @@ fn qwen3_files_get_the_qwen3_engines_with_the_reference_greedy_ids() {
         .err()
         .expect("refused")
         .to_string();
-    assert!(msg.contains("a cpu engine for qwen3 files"), "{msg}");
+    assert!(
+        msg.contains("architecture is qwen3") && msg.contains("--engine auto, avx2 or generic"),
+        "{msg}"
+    );
 }
 
 #[test]

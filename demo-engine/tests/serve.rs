@@ -336,6 +336,88 @@ fn chat_template_kwargs_from_the_server_and_the_request() {
 }
 
 #[test]
+fn a_template_file_that_opens_the_think_block_makes_the_reply_reasoning() {
+    // Qwen3 Thinking-2507's and DeepSeek-R1's generation prompts open the think block
+    // themselves, so the reply starts inside it. --chat-template-file gives tiny-qwen3 such a
+    // template; with --reasoning-format deepseek the reply up to </think> is reasoning_content.
+    let tiny = common::tiny_qwen3();
+    let dir = tempfile::tempdir().unwrap();
+    let template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+    let file = dir.path().join("thinking.jinja");
+    std::fs::write(&file, template).unwrap();
+    let msgs = [metainfer::Message::user("Say hi.")];
+    let mut m = demo_engine::load(&tiny, demo_engine::Which::Generic).unwrap();
+    m.set_chat_template(template).unwrap();
+    let prompt = m.render_chat(&msgs, true).unwrap();
+    assert!(prompt.ends_with("<think>\n"), "{prompt:?}");
+    let ids = m.encode(&prompt);
+    let p = metainfer::GenParams::greedy(8);
+    let want = m.generate_ids(&ids, &p, &mut |_, _| true).unwrap().0;
+    let want = m.decode(&want);
+    let (r, c) = want.split_once("</think>").unwrap_or((want.as_str(), ""));
+    let (want_r, want_c) = (r.trim_matches('\n'), c.trim_start_matches('\n'));
+    assert!(
+        !want_r.is_empty(),
+        "the tiny model wrote something: {want:?}"
+    );
+
+    let s = Served::start_model(
+        &tiny,
+        &[
+            "--threads",
+            "1",
+            "--quiet",
+            "--engine",
+            "generic",
+            "--reasoning-format",
+            "deepseek",
+        ]
+        .into_iter()
+        .chain(["--chat-template-file", file.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+    );
+    let body = json!({"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8, "temperature": 0});
+    let (st, v) = s.post("/chat/completions", body);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["usage"]["prompt_tokens"].as_u64(),
+        Some(ids.len() as u64),
+        "{v}"
+    );
+    let msg = &v["choices"][0]["message"];
+    assert_eq!(
+        (msg["reasoning_content"].as_str(), msg["content"].as_str()),
+        (Some(want_r), Some(want_c)),
+        "{v}"
+    );
+
+    // a template that does not compile, or no file at all: the CLI says which and stops
+    let bad = dir.path().join("bad.jinja");
+    std::fs::write(&bad, "{% for m in %}").unwrap();
+    for (path, says) in [
+        (bad.clone(), "does not compile"),
+        (
+            dir.path().join("missing.jinja"),
+            "cannot read the chat template",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_demo-engine"))
+            .args(["serve", "--port", "0", "--model"])
+            .arg(&tiny)
+            .arg("--chat-template-file")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says) && err.contains(path.to_str().unwrap()),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn client_leaving_mid_stream_cancels() {
     let s = Served::start(&[]);
     let addr = s

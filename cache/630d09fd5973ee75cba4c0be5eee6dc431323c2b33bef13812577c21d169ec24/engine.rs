@@ -3026,7 +3026,9 @@ mod matvec {
     /// machine's read bandwidth (2 KiB ahead: 1.26x on the 0.5B model's decode matvecs, 2 threads).
     /// 3 KiB since the hint is T1: decode medians over 2 KiB in two sets of 5-6 runs on an AVX-512
     /// Xeon (avx512 engines, 2 threads): gemma3 +10%/+5%, SmolLM2 +4%/+2%, a 1B llama +6%/+1%, qwen2
-    /// +5%/-1%; 1 KiB lost 8-15%, 4 and 6 KiB were no better than 3. Not measured on Zen 3.
+    /// +5%/-1%; 1 KiB lost 8-15%, 4 and 6 KiB were no better than 3. On a Zen 3 EPYC (the avx2
+    /// qwen3 engine, a Qwen3-0.6B-shaped file, 2 threads, 4 alternations): none 49.6-51.3 tok/s,
+    /// 1.5 KiB 52.2-56.2, 3 KiB 51.8-56.1, 6 KiB 53.7-55.2: the prefetch pays, its distance is noise.
     const PREFETCH_AHEAD: usize = 3072;
 
     /// Prefetches the weights PREFETCH_AHEAD bytes past `rows` (of `rb` bytes each in `data`), as

@@ -10,9 +10,9 @@
 //! - [`Smol`], [`SmolAvx512`], [`SmolPortable`], [`SmolSm89`]: `model = "llama", quant =
 //!   "q4_1"` for AVX2, AVX-512, any CPU and CUDA sm_89 (the family-generic decoder driven by
 //!   ckb/models/llama.toml);
-//! - [`LlamaQ4k`], [`LlamaQ4kAvx512`]: `model = "llama", quant = "q4_k_m"` for AVX2 and
-//!   AVX-512, for the llama files most often downloaded (Llama 3.x Q4_K_M / Q4_K_S; [`load`]
-//!   picks them from the file's `general.file_type`);
+//! - [`LlamaQ4k`], [`LlamaQ4kAvx512`], [`LlamaQ4kPortable`]: `model = "llama", quant =
+//!   "q4_k_m"` for AVX2, AVX-512 and any CPU, for the llama files most often downloaded
+//!   (Llama 3.x Q4_K_M / Q4_K_S; [`load`] picks them from the file's `general.file_type`);
 //! - [`Gemma`], [`GemmaAvx512`], [`GemmaPortable`]: `model = "gemma3", quant = "q4_k_m"` for
 //!   AVX2, AVX-512 and any CPU (the same decoder with gemma3's parts from
 //!   ckb/models/gemma3.toml: q/k norms, post norms, GeGLU, sliding-window layers; no CUDA engine
@@ -56,6 +56,9 @@ pub struct LlamaQ4k;
 
 #[metainfer::engine(model = "llama", hw = "x86_64-avx512", quant = "q4_k_m", features = ["server"])]
 pub struct LlamaQ4kAvx512;
+
+#[metainfer::engine(model = "llama", hw = "generic", quant = "q4_k_m", features = ["server"])]
+pub struct LlamaQ4kPortable;
 
 #[metainfer::engine(model = "gemma3", hw = "x86_64-avx2", quant = "q4_k_m", features = ["server"], batch = 16)]
 pub struct Gemma;
@@ -236,6 +239,7 @@ impl_model!(SmolPortable, "generic");
 impl_model!(SmolSm89, "sm_89", cuda);
 impl_model!(LlamaQ4k, "x86_64-avx2");
 impl_model!(LlamaQ4kAvx512, "x86_64-avx512");
+impl_model!(LlamaQ4kPortable, "generic");
 impl_model!(Gemma, "x86_64-avx2");
 impl_model!(GemmaAvx512, "x86_64-avx512");
 impl_model!(GemmaPortable, "generic");
@@ -510,6 +514,7 @@ pub fn load(path: &std::path::Path, which: Which) -> Result<Box<dyn Model>, meta
             _ if uses_avx512(which) => Box::new(SmolAvx512::load(path)?),
             _ if uses_avx2(which) && k_quant => Box::new(LlamaQ4k::load(path)?),
             _ if uses_avx2(which) => Box::new(Smol::load(path)?),
+            _ if k_quant => Box::new(LlamaQ4kPortable::load(path)?),
             _ => Box::new(SmolPortable::load(path)?),
         });
     }

@@ -254,7 +254,8 @@ fn llama_k_quant_files_get_the_q4_k_engine() {
         (&q4km, Which::Avx2, "LlamaQ4k"),
         (&q4_1, Which::Avx2, "Smol"),
         (&tiny_llama, Which::Avx2, "Smol"),
-        (&q4km, Which::Generic, "SmolPortable"),
+        (&q4km, Which::Generic, "LlamaQ4kPortable"),
+        (&q4_1, Which::Generic, "SmolPortable"),
         (&q4km, Which::Avx512, "LlamaQ4kAvx512"),
         (&q4_1, Which::Avx512, "SmolAvx512"),
     ] {

@@ -207,8 +207,17 @@ pub fn greedy_against_llama_cpp(path: &std::path::Path, arch: &str, which: demo_
 }
 
 /// Perplexity over ckb/gates/vectors/ppl_text.txt within 1% of llama-perplexity's recorded
-/// figure (vectors/llamacpp_ppl_<arch>.txt: same chunks, same context).
+/// figure (vectors/llamacpp_ppl_<arch>.txt: same chunks, same context), with the `auto` engine.
 pub fn perplexity_against_llama_cpp(path: &std::path::Path, arch: &str) {
+    perplexity_of_engine_against_llama_cpp(path, arch, demo_engine::Which::Auto);
+}
+
+/// perplexity_against_llama_cpp with the engine `which` picks.
+pub fn perplexity_of_engine_against_llama_cpp(
+    path: &std::path::Path,
+    arch: &str,
+    which: demo_engine::Which,
+) {
     let anchor =
         std::fs::read_to_string(root().join(format!("ckb/gates/vectors/llamacpp_ppl_{arch}.txt")))
             .unwrap();
@@ -220,12 +229,15 @@ pub fn perplexity_against_llama_cpp(path: &std::path::Path, arch: &str) {
         f[7].parse().unwrap(),
     );
     let text = std::fs::read_to_string(root().join("ckb/gates/vectors/ppl_text.txt")).unwrap();
-    let mut m = demo_engine::load(path, demo_engine::Which::Auto).unwrap();
+    let mut m = demo_engine::load(path, which).unwrap();
     m.set_threads(2);
     let tokens = m.encode(&text);
     let (ppl, _, chunks) = demo_engine::perplexity(m.as_mut(), &tokens, ctx, |_, _| {}).unwrap();
     let rel = (ppl - llama).abs() / llama;
-    println!("perplexity {ppl:.4} over {chunks} chunks of {ctx}; llama.cpp {llama:.4}; relative difference {rel:.2e}");
+    println!(
+        "perplexity {ppl:.4} ({}) over {chunks} chunks of {ctx}; llama.cpp {llama:.4}; relative difference {rel:.2e}",
+        m.name()
+    );
     assert_eq!(chunks, chunks_want);
     assert!(
         rel < 0.01,

@@ -371,10 +371,9 @@ fn a_template_file_that_opens_the_think_block_makes_the_reply_reasoning() {
             "generic",
             "--reasoning-format",
             "deepseek",
-        ]
-        .into_iter()
-        .chain(["--chat-template-file", file.to_str().unwrap()])
-        .collect::<Vec<_>>(),
+            "--chat-template-file",
+            file.to_str().unwrap(),
+        ],
     );
     let body = json!({"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8, "temperature": 0});
     let (st, v) = s.post("/chat/completions", body);

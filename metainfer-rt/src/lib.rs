@@ -7,6 +7,7 @@
 //!
 //! - [`Error`]: the one error type of every engine, with a variant per kind of bad input;
 //! - [`GenParams`], [`Message`], [`Stats`]: what generation takes and reports;
+//! - [`ToolCall`] and [`ToolCallParser`]: the calls of functions a chat reply makes;
 //! - the runtime crates engines use, re-exported: [`memmap2`], [`half`], [`minijinja`],
 //!   [`minijinja_contrib`], [`fancy_regex`], [`serde_json`];
 //! - with the cargo feature `server`, [`server`]: an OpenAI-compatible HTTP server over an
@@ -27,6 +28,9 @@ pub use tokenizers;
 
 #[cfg(feature = "server")]
 pub mod server;
+mod tool_calls;
+
+pub use tool_calls::ToolCallParser;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -225,11 +229,15 @@ pub const TEMPLATE_ENGINE_VARS: [&str; 4] = [
 ];
 
 /// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Message {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     pub content: String,
+    /// An assistant turn's calls of functions (empty for other turns and plain answers).
+    pub tool_calls: Vec<ToolCall>,
+    /// A `tool` message: the id of the call whose result it carries.
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -237,6 +245,7 @@ impl Message {
         Message {
             role: role.into(),
             content: content.into(),
+            ..Message::default()
         }
     }
     pub fn system(content: impl Into<String>) -> Self {
@@ -248,6 +257,55 @@ impl Message {
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::new("assistant", content)
     }
+    /// An assistant turn that called functions (its `content` may be empty).
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls: calls,
+            ..Self::new("assistant", content)
+        }
+    }
+    /// A function's result, answering the call with id `call_id`.
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Self::new("tool", content)
+        }
+    }
+
+    /// The message as chat templates read it, transformers' message dict: `role` and
+    /// `content`; where set, `tool_calls` (`[{id, type: "function", function: {name,
+    /// arguments}}]`, the arguments as the JSON object they hold, as vLLM and llama.cpp pass
+    /// them to templates, or as the text itself when it is not a JSON object) and `tool_call_id`.
+    pub fn template_value(&self) -> serde_json::Value {
+        use serde_json::{json, Value};
+        let mut m = json!({"role": self.role, "content": self.content});
+        if !self.tool_calls.is_empty() {
+            let calls = self.tool_calls.iter().map(|c| {
+                let args = match serde_json::from_str::<Value>(&c.arguments) {
+                    Ok(v @ Value::Object(_)) => v,
+                    _ => Value::String(c.arguments.clone()),
+                };
+                json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": args}})
+            });
+            m["tool_calls"] = Value::Array(calls.collect());
+        }
+        if let Some(id) = &self.tool_call_id {
+            m["tool_call_id"] = json!(id);
+        }
+        m
+    }
+}
+
+/// A call of a function (OpenAI's `tool_calls[i]`): one a reply made ([`ToolCallParser`]), or
+/// one of an earlier assistant turn's in a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolCall {
+    /// The call's id (`call_…`), which the `tool` message with its result names.
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// Its arguments: JSON text, normally an object (`{"city": "Paris"}`), as OpenAI sends them.
+    pub arguments: String,
 }
 
 /// Why generation ended.
@@ -291,4 +349,20 @@ impl Stats {
             0.0
         }
     }
+}
+
+/// 64 random bits (std's per-process hash keys over a counter and the clock): request and call
+/// ids, default seeds. Not for cryptography.
+pub(crate) fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(now);
+    h.finish()
 }

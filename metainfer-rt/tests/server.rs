@@ -111,13 +111,8 @@ impl Backend for Fake {
         let mut r = self.state.lock().unwrap();
         (r.messages, r.kwargs) = (messages.to_vec(), kwargs.clone());
         drop(r);
-        if let Some(m) = messages.iter().find(|m| m.content.starts_with("THINK")) {
-            // a reasoning model's reply, in pieces that cut through its tags (THINK_OPEN: its
-            // prompt opened the block, see chat_prompt)
-            let reply = match m.content.as_str() {
-                "THINK_OPEN" => "step one\n</think>\n\nthe answer",
-                _ => "<think>\nstep one\n</think>\n\nthe answer",
-            };
+        if let Some(reply) = messages.iter().find_map(|m| scripted(&m.content)) {
+            // a scripted reply, in pieces that cut through its tags
             let chars: Vec<char> = reply.chars().collect();
             for p in chars.chunks(3) {
                 if !on_text(&p.iter().collect::<String>()) {
@@ -144,13 +139,38 @@ impl Backend for Fake {
         let n: usize = messages.iter().map(|m| self.count_tokens(&m.content)).sum();
         self.run(n, p, on_text)
     }
-    fn chat_prompt(&self, messages: &[Message], _kwargs: &TemplateKwargs) -> Option<String> {
+    fn chat_prompt(&self, messages: &[Message], kwargs: &TemplateKwargs) -> Option<String> {
         let open = messages.iter().any(|m| m.content == "THINK_OPEN");
+        // a template that takes tools, unless a message says it does not
+        let tools = match messages.iter().any(|m| m.content == "PLAIN_TEMPLATE") {
+            true => None,
+            false => kwargs.get("tools"),
+        };
         Some(format!(
-            "<user>…</user>{}",
+            "{}<user>…</user>{}",
+            tools.map_or(String::new(), |t| format!("<tools>{t}</tools>")),
             if open { "<think>\n" } else { "" }
         ))
     }
+}
+
+/// The fake model's reply to a message that asks for one by name: a reasoning model's (THINK;
+/// THINK_OPEN: its prompt opened the block, see chat_prompt), calls of functions (CALL...).
+fn scripted(content: &str) -> Option<&'static str> {
+    Some(match content {
+        "THINK" => "<think>\nstep one\n</think>\n\nthe answer",
+        "THINK_OPEN" => "step one\n</think>\n\nthe answer",
+        "CALL" | "PLAIN_TEMPLATE" => "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>",
+        "CALL_TWO" => "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+        "CALL_BAD" => "<tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": {}}\n</tool_call>",
+        "THINK_CALL" => "<think>\nweather needed\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+        _ => return None,
+    })
+}
+
+/// An OpenAI function tool, its fields in the order clients send them.
+fn weather() -> Value {
+    json!({"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city"]}}})
 }
 
 struct Setup {
@@ -600,7 +620,59 @@ fn bad_json_is_400_with_where() {
         ),
         (
             json!({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}),
+            "tools[0].function",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": {"type": "function"}}),
             "tools",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "retrieval"}]}),
+            "tools[0].type",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [weather(), {"type": "function", "function": {"name": "get weather"}}]}),
+            "tools[1].function.name",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [weather(), weather()]}),
+            "tools[1].function.name",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]}),
+            "tools[0].function.parameters",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [weather()], "tool_choice": "required"}),
+            "tool_choice",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [weather()], "parallel_tool_calls": "yes"}),
+            "parallel_tool_calls",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]}),
+            "functions",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [weather()], "chat_template_kwargs": {"tools": []}}),
+            "tools",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x", "tool_calls": []}]}),
+            "messages[0].tool_calls",
+        ),
+        (
+            json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"arguments": "{}"}}]}]}),
+            "messages[0].tool_calls[0]",
+        ),
+        (
+            json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": 5}}]}]}),
+            "messages[0].tool_calls[0]",
+        ),
+        (
+            json!({"messages": [{"role": "tool", "content": "22 C", "tool_call_id": 7}]}),
+            "messages[0].tool_call_id",
         ),
         (
             json!({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": 3}),
@@ -621,6 +693,11 @@ fn bad_json_is_400_with_where() {
         assert_eq!(e["type"], "invalid_request_error", "{body}");
         assert_eq!(e["param"], param, "{body}: {}", r.body);
     }
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "x", "tools": [weather()]}),
+    );
+    assert_eq!((r.status, &r.error()["param"]), (400, &json!("tools")));
     let r = post(&t.url("/v1/completions"), "");
     assert_eq!(r.status, 400);
     assert!(r.error()["message"].as_str().unwrap().contains("empty"));
@@ -665,6 +742,190 @@ fn chat_template_kwargs_reach_the_backend_over_the_servers_own() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.error()["param"], "chat_template_kwargs");
     assert_eq!(t.state.lock().unwrap().done, 2);
+}
+
+/// A streamed chat reply's content and its tool calls (each delta's, merged by index as
+/// clients do), and the last finish_reason.
+fn streamed_calls(body: &str) -> (String, Vec<Value>, String) {
+    let (mut content, mut calls, mut finish) = (String::new(), Vec::<Value>::new(), String::new());
+    for event in body.split("\n\n").filter_map(|e| e.strip_prefix("data: ")) {
+        if event == "[DONE]" {
+            break;
+        }
+        let v: Value = metainfer_rt::serde_json::from_str(event).unwrap();
+        let c = &v["choices"][0];
+        content.push_str(c["delta"]["content"].as_str().unwrap_or(""));
+        for d in c["delta"]["tool_calls"].as_array().into_iter().flatten() {
+            let i = d["index"].as_u64().unwrap() as usize;
+            assert_eq!(i, calls.len(), "one delta per call, in order: {body}");
+            calls.push(d.clone());
+        }
+        if let Some(f) = c["finish_reason"].as_str() {
+            finish = f.to_string();
+        }
+    }
+    (content, calls, finish)
+}
+
+#[test]
+fn offered_tools_reach_the_template_and_calls_come_back_as_tool_calls() {
+    let t = quick();
+    let url = t.url("/v1/chat/completions");
+    let ask = |content: &str, extra: Value| {
+        let mut b =
+            json!({"messages": [{"role": "user", "content": content}], "tools": [weather()]});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let r = post_json(&url, ask("CALL", json!({})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let c = &r.json()["choices"][0];
+    assert_eq!(c["finish_reason"], "tool_calls", "{}", r.body);
+    assert_eq!(c["message"]["content"], "Let me check.");
+    let call = &c["message"]["tool_calls"][0];
+    assert!(call["id"].as_str().unwrap().starts_with("call_"), "{call}");
+    assert_eq!(call["type"], "function");
+    assert_eq!(
+        call["function"],
+        json!({"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"c\"}"})
+    );
+    // the template got the tools as sent, their keys in the client's order
+    assert_eq!(
+        t.state.lock().unwrap().kwargs["tools"].to_string(),
+        json!([weather()]).to_string()
+    );
+    // streamed: the content, then one delta with the whole call
+    let r = post_json(&url, ask("CALL", json!({"stream": true})));
+    let (content, calls, finish) = streamed_calls(&r.body);
+    assert_eq!(
+        (content.as_str(), finish.as_str()),
+        ("Let me check.", "tool_calls"),
+        "{}",
+        r.body
+    );
+    assert_eq!(calls.len(), 1, "{}", r.body);
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    assert!(calls[0]["id"].as_str().unwrap().starts_with("call_"));
+    // two calls; with parallel_tool_calls false, the first
+    let r = post_json(&url, ask("CALL_TWO", json!({})));
+    let calls = r.json()["choices"][0]["message"]["tool_calls"].clone();
+    assert_eq!(calls.as_array().map(Vec::len), Some(2), "{}", r.body);
+    assert_eq!(calls[1]["function"]["arguments"], "{\"city\":\"Oslo\"}");
+    assert_eq!(r.json()["choices"][0]["message"]["content"], Value::Null);
+    for stream in [false, true] {
+        let r = post_json(
+            &url,
+            ask(
+                "CALL_TWO",
+                json!({"parallel_tool_calls": false, "stream": stream}),
+            ),
+        );
+        let n = match stream {
+            false => r.json()["choices"][0]["message"]["tool_calls"]
+                .as_array()
+                .map_or(0, Vec::len),
+            true => streamed_calls(&r.body).1.len(),
+        };
+        assert_eq!(n, 1, "{}", r.body);
+    }
+    // a call of a function not offered is text, as the model wrote it
+    let bad = "<tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": {}}\n</tool_call>";
+    let r = post_json(&url, ask("CALL_BAD", json!({})));
+    let c = &r.json()["choices"][0];
+    assert_eq!(
+        (&c["message"]["content"], &c["finish_reason"]),
+        (&json!(bad), &json!("stop")),
+        "{}",
+        r.body
+    );
+    assert!(c["message"].get("tool_calls").is_none());
+    let r = post_json(&url, ask("CALL_BAD", json!({"stream": true})));
+    assert_eq!(
+        streamed_calls(&r.body),
+        (bad.to_string(), vec![], "stop".to_string())
+    );
+    // no tools, or tool_choice none: the template sees none and the reply is content
+    for extra in [json!({"tools": []}), json!({"tool_choice": "none"})] {
+        let r = post_json(&url, ask("CALL", extra.clone()));
+        let c = &r.json()["choices"][0];
+        assert!(
+            c["message"]["content"]
+                .as_str()
+                .unwrap()
+                .contains("<tool_call>"),
+            "{extra}: {}",
+            r.body
+        );
+        assert_eq!(c["finish_reason"], "stop");
+        assert!(
+            t.state.lock().unwrap().kwargs.get("tools").is_none(),
+            "{extra}"
+        );
+    }
+    // reasoning first, then the call
+    let r = post_json(
+        &url,
+        ask("THINK_CALL", json!({"reasoning_format": "deepseek"})),
+    );
+    let m = &r.json()["choices"][0]["message"];
+    assert_eq!(
+        (&m["reasoning_content"], &m["content"]),
+        (&json!("weather needed"), &Value::Null),
+        "{}",
+        r.body
+    );
+    assert_eq!(m["tool_calls"][0]["function"]["name"], "get_weather");
+    let done = t.state.lock().unwrap().done;
+    // a template that ignores the tools: refused before generation
+    let r = post_json(&url, ask("PLAIN_TEMPLATE", json!({})));
+    assert_eq!(
+        (r.status, &r.error()["param"]),
+        (400, &json!("tools")),
+        "{}",
+        r.body
+    );
+    assert!(r.error()["message"]
+        .as_str()
+        .unwrap()
+        .contains("does not use tools"));
+    assert_eq!(
+        t.state.lock().unwrap().done,
+        done,
+        "nothing reached the engine"
+    );
+}
+
+#[test]
+fn a_conversation_with_calls_and_results_reaches_the_backend() {
+    let t = quick();
+    let body = json!({"messages": [
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "22 C"},
+    ], "tools": [weather()], "max_tokens": 2});
+    let r = post_json(&t.url("/v1/chat/completions"), body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rec = t.state.lock().unwrap();
+    let call = metainfer_rt::ToolCall {
+        id: "call_1".into(),
+        name: "get_weather".into(),
+        arguments: "{\"city\": \"Paris\"}".into(),
+    };
+    assert_eq!(
+        rec.messages,
+        vec![
+            Message::user("weather in Paris?"),
+            Message::assistant_calls("", vec![call]),
+            Message::tool("call_1", "22 C"),
+        ]
+    );
+    // as templates read them: the arguments an object
+    assert_eq!(
+        rec.messages[1].template_value()["tool_calls"][0]["function"]["arguments"],
+        json!({"city": "Paris"})
+    );
 }
 
 #[test]

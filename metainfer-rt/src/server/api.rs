@@ -1,9 +1,11 @@
 //! The OpenAI request bodies → [`GenParams`], and the generation with its response (plain or
 //! an event stream).
 
-use super::http::{random_u64, ApiError, Conn, LogExtra};
+use super::http::{ApiError, Conn, LogExtra};
 use super::reasoning::{opens_think, ThinkSplit};
+use super::tools::{calls_json, message_calls, ReplyCalls, Tools};
 use super::{ReasoningFormat, Shared};
+use crate::random_u64;
 use crate::serde_json::{json, Map, Value};
 use crate::{Error, FinishReason, GenParams, Message, TemplateKwargs, TEMPLATE_ENGINE_VARS};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,9 +39,11 @@ pub(crate) struct GenRequest {
     include_usage: bool,
     /// Chat: the request's `reasoning_format`, else the server's (completions: `None`).
     reasoning: ReasoningFormat,
+    /// Chat: the functions offered (`tools`, unless `tool_choice` is `none`).
+    tools: Option<Tools>,
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -51,7 +55,7 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// The field, `null` counting as absent.
-fn get<'a>(o: &'a Map<String, Value>, k: &str) -> Option<&'a Value> {
+pub(crate) fn get<'a>(o: &'a Map<String, Value>, k: &str) -> Option<&'a Value> {
     o.get(k).filter(|v| !v.is_null())
 }
 
@@ -195,7 +199,27 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
                     )
                 }
             };
-            Ok(Message::new(role, content(mo.get("content"), &at)?))
+            let mut msg = Message::new(role, content(mo.get("content"), &at)?);
+            if let Some(calls) = get(mo, "tool_calls") {
+                if role != "assistant" {
+                    return Err(ApiError::invalid(format!(
+                        "{at} has tool_calls, which only assistant messages carry"
+                    ))
+                    .param(format!("{at}.tool_calls")));
+                }
+                msg.tool_calls = message_calls(calls, &at)?;
+            }
+            match get(mo, "tool_call_id") {
+                None => {}
+                Some(Value::String(id)) if role == "tool" => msg.tool_call_id = Some(id.clone()),
+                Some(_) => {
+                    return Err(ApiError::invalid(format!(
+                        "{at}.tool_call_id must be a string, on a tool message"
+                    ))
+                    .param(format!("{at}.tool_call_id")))
+                }
+            }
+            Ok(msg)
         })
         .collect()
 }
@@ -278,11 +302,6 @@ fn refuse_unsupported(o: &Map<String, Value>, chat: bool) -> Result<(), ApiError
         None | Some(Value::Bool(false)) => {}
         Some(_) => return unsupported("logprobs", "this server does not return log probabilities"),
     }
-    for k in ["tools", "functions"] {
-        if get(o, k).is_some_and(|v| !v.as_array().is_some_and(|a| a.is_empty())) {
-            return unsupported(k, "this server does not do tool calls");
-        }
-    }
     if let Some(rf) = get(o, "response_format") {
         let t = rf.get("type").and_then(Value::as_str);
         if t != Some("text") {
@@ -319,11 +338,19 @@ pub(crate) fn parse_request(
         .as_object()
         .ok_or_else(|| ApiError::invalid("the request body must be a JSON object"))?;
     refuse_unsupported(o, chat)?;
+    let mut tools = None;
     let input = if chat {
-        Input::Messages(
-            messages(o)?,
-            template_kwargs(o, &shared.cfg.chat_template_kwargs)?,
-        )
+        let mut kwargs = template_kwargs(o, &shared.cfg.chat_template_kwargs)?;
+        if get(o, "tools").is_some()
+            && get(o, "chat_template_kwargs").is_some_and(|k| k.get("tools").is_some())
+        {
+            return Err(ApiError::invalid(
+                "the tools are both in 'tools' and in 'chat_template_kwargs'; send them in 'tools'",
+            )
+            .param("tools"));
+        }
+        tools = super::tools::tools(o, &mut kwargs)?;
+        Input::Messages(messages(o)?, kwargs)
     } else {
         for (k, why) in [
             (
@@ -334,6 +361,7 @@ pub(crate) fn parse_request(
                 "reasoning_format",
                 "a completion's text is returned as written",
             ),
+            ("tools", "a completion's text is returned as written"),
         ] {
             if get(o, k).is_some() {
                 return Err(ApiError::invalid(format!(
@@ -421,6 +449,7 @@ pub(crate) fn parse_request(
         stream,
         include_usage,
         reasoning,
+        tools,
     })
 }
 
@@ -445,9 +474,11 @@ fn engine_error(e: &Error, chat: bool) -> ApiError {
     }
 }
 
-fn finish_reason(f: FinishReason) -> &'static str {
+/// OpenAI's `finish_reason`: `tool_calls` when the reply called functions and was not cut off.
+fn finish_reason(f: FinishReason, calls: usize) -> &'static str {
     match f {
         FinishReason::Length => "length",
+        FinishReason::Stop | FinishReason::Cancelled if calls > 0 => "tool_calls",
         FinishReason::Stop | FinishReason::Cancelled => "stop",
     }
 }
@@ -467,6 +498,8 @@ struct Emitter<'a> {
     pieces: usize,
     /// Chat replies with ReasoningFormat::Deepseek: the split of the text so far.
     split: Option<ThinkSplit>,
+    /// Chat replies offered tools: the calls in the content so far.
+    calls: Option<ReplyCalls>,
 }
 
 impl Emitter<'_> {
@@ -503,14 +536,37 @@ impl Emitter<'_> {
         }
     }
 
-    /// Sends the reasoning and content that became final (a chunk with the non-empty ones).
-    fn send_split(&mut self, (reasoning, content): (String, String)) -> bool {
+    /// Passes a chat reply's text that became final (`piece`, or at the end `None`: what the
+    /// splitters held) through the reasoning split and the call parser, and sends a chunk with
+    /// the reasoning, content and calls that came out, if any.
+    fn send_chat(&mut self, piece: Option<&str>) -> bool {
+        let (reasoning, content) = match (&mut self.split, piece) {
+            (Some(s), Some(p)) => s.push(p),
+            (Some(s), None) => s.finish(),
+            (None, p) => (String::new(), p.unwrap_or("").to_string()),
+        };
+        let (content, calls) = match &mut self.calls {
+            Some(c) => {
+                let (mut text, mut calls) = c.push(&content);
+                if piece.is_none() {
+                    let (t2, k2) = c.finish();
+                    text.push_str(&t2);
+                    calls.extend(k2);
+                }
+                (text, calls)
+            }
+            None => (content, Vec::new()),
+        };
         let mut delta = json!({});
         if !reasoning.is_empty() {
             delta["reasoning_content"] = json!(reasoning);
         }
         if !content.is_empty() {
             delta["content"] = json!(content);
+        }
+        if !calls.is_empty() {
+            let made = self.calls.as_ref().map_or(0, |c| c.made);
+            delta["tool_calls"] = calls_json(&calls, Some(made - calls.len()));
         }
         if delta.as_object().is_some_and(|d| d.is_empty()) {
             return true;
@@ -555,9 +611,8 @@ impl Emitter<'_> {
                 return false;
             }
             self.pieces += 1;
-            if let Some(split) = &mut self.split {
-                let parts = split.push(text);
-                if !self.send_split(parts) {
+            if self.chat {
+                if !self.send_chat(Some(text)) {
                     return false;
                 }
             } else {
@@ -599,14 +654,30 @@ pub(crate) fn generate(
         Input::Prompt(p) => Some(backend.count_tokens(p)),
         Input::Messages(m, kw) => backend.count_chat_tokens(m, kw),
     };
-    // a chat reply split into reasoning and content starts inside the think block when the
-    // template's generation prompt opens it (DeepSeek-R1's, Qwen3 Thinking-2507's)
-    let split = match &req.input {
-        Input::Messages(m, kw) if req.reasoning == ReasoningFormat::Deepseek => Some(
-            ThinkSplit::new(backend.chat_prompt(m, kw).is_some_and(|p| opens_think(&p))),
-        ),
-        _ => None,
-    };
+    let (mut split, mut calls) = (None, None);
+    if let Input::Messages(m, kw) = &req.input {
+        let deepseek = req.reasoning == ReasoningFormat::Deepseek;
+        let prompt = match deepseek || req.tools.is_some() {
+            true => backend.chat_prompt(m, kw),
+            false => None,
+        };
+        // a chat reply split into reasoning and content starts inside the think block when the
+        // template's generation prompt opens it (DeepSeek-R1's, Qwen3 Thinking-2507's)
+        if deepseek {
+            split = Some(ThinkSplit::new(prompt.as_deref().is_some_and(opens_think)));
+        }
+        if let Some(t) = &req.tools {
+            let mut without = kw.clone();
+            without.remove("tools");
+            if prompt.is_some() && prompt == backend.chat_prompt(m, &without) {
+                return Err(ApiError::invalid(
+                    "the model's chat template does not use tools (it renders the same prompt with them and without), so this model cannot be offered functions; describe them in a system message, or serve it with a chat template that takes tools",
+                )
+                .param("tools"));
+            }
+            calls = Some(ReplyCalls::new(t));
+        }
+    }
     let limit = shared.max_seq;
     let mut p = req.params;
     p.max_tokens = match (req.max_tokens, n_prompt) {
@@ -641,6 +712,7 @@ pub(crate) fn generate(
         gone: false,
         pieces: 0,
         split,
+        calls,
     };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut on_text = |piece: &str| em.piece(piece);
@@ -691,16 +763,11 @@ pub(crate) fn generate(
         });
         return Ok(());
     }
-    let finish = finish_reason(stats.finish);
     if em.stream {
-        if !em.start() {
+        if !em.start() || (chat && !em.send_chat(None)) {
             return Ok(());
         }
-        if let Some(rest) = em.split.as_mut().map(ThinkSplit::finish) {
-            if !em.send_split(rest) {
-                return Ok(());
-            }
-        }
+        let finish = finish_reason(stats.finish, em.calls.as_ref().map_or(0, |c| c.made));
         let last = em.chunk(Some(em.choice("", Some(finish))), None);
         if !em.send(&last) {
             return Ok(());
@@ -714,12 +781,35 @@ pub(crate) fn generate(
         let _ = em.conn.sse("[DONE]");
         return Ok(());
     }
-    let choice = if let Some(split) = em.split.take() {
-        let (reasoning, content) = split.whole(&text);
-        json!({"index": 0, "message": {"role": "assistant", "content": content, "reasoning_content": reasoning}, "logprobs": null, "finish_reason": finish})
-    } else if chat {
-        json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish})
+    let choice = if chat {
+        let (reasoning, content) = match em.split.take() {
+            Some(split) => split.whole(&text),
+            None => (String::new(), text),
+        };
+        let (content, calls) = match em.calls.as_mut() {
+            Some(c) => {
+                let (mut content, mut calls) = c.push(&content);
+                let (t2, k2) = c.finish();
+                content.push_str(&t2);
+                calls.extend(k2);
+                (content, calls)
+            }
+            None => (content, Vec::new()),
+        };
+        let mut message = json!({"role": "assistant", "content": content});
+        if req.reasoning == ReasoningFormat::Deepseek {
+            message["reasoning_content"] = json!(reasoning);
+        }
+        if !calls.is_empty() {
+            if content.trim().is_empty() {
+                message["content"] = Value::Null;
+            }
+            message["tool_calls"] = calls_json(&calls, None);
+        }
+        let finish = finish_reason(stats.finish, calls.len());
+        json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish})
     } else {
+        let finish = finish_reason(stats.finish, 0);
         json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
     };
     let object = if chat {

@@ -5,7 +5,7 @@ use super::{api, CountGuard, Shared};
 use crate::serde_json::{json, Value};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -190,20 +190,6 @@ impl Conn {
     }
 }
 
-/// A process-unique, unpredictable 64-bit number.
-pub(crate) fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(now);
-    h.finish()
-}
-
 /// The client's `x-request-id` when it is a short token, else a fresh one.
 fn request_id(head: Option<&Head>) -> String {
     if let Some(id) = head.and_then(|h| h.header("x-request-id")) {
@@ -215,7 +201,7 @@ fn request_id(head: Option<&Head>) -> String {
             return id.to_string();
         }
     }
-    format!("req-{:016x}", random_u64())
+    format!("req-{:016x}", crate::random_u64())
 }
 
 /// Reads the request head; `Ok(None)` when the connection closed or failed before one came

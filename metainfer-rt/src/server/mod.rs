@@ -31,6 +31,19 @@
 //! - `messages` (chat): `[{role, content}]`; `role` is `system`, `user`, `assistant`, `tool`
 //!   or `developer` (sent to the template as `system`); `content` is a string, an array of
 //!   `{"type":"text","text":…}` parts (concatenated) or `null` (empty). Other part types → 400.
+//!   An assistant message may carry `tool_calls` (`[{id, type: "function", function: {name,
+//!   arguments}}]`, the arguments a string of JSON), a `tool` message its `tool_call_id`; the
+//!   template reads them as [`Message::template_value`] writes them.
+//! - `tools` (chat): `[{"type": "function", "function": {name, description, parameters}}]`, given
+//!   to the chat template as its `tools` variable as sent (Qwen2.5's and Qwen3's templates list
+//!   them in the system prompt). A template that renders the same prompt with them and without
+//!   (one that knows no tools: SmolLM2's, Gemma 3's) → 400, since the model would never see them;
+//!   so does `tools` beside `chat_template_kwargs.tools`, or on `/v1/completions`. Each tool must
+//!   be a function with a name of 1–64 letters, digits, `_` or `-`, named once; `functions` /
+//!   `function_call` (the deprecated form) → 400 naming `tools`.
+//! - `tool_choice`: `auto` (default) or `none` (the template does not get the tools and the reply
+//!   is all content); `required` or a named function → 400 (a call cannot be forced without
+//!   constrained decoding). `parallel_tool_calls: false` keeps a reply's first call only.
 //! - `chat_template_kwargs` (chat; the extension vLLM and llama.cpp's server take): an object of
 //!   extra chat template variables, over the server's own ([`ServerConfig::chat_template_kwargs`]),
 //!   e.g. `{"enable_thinking": false}` for Qwen3. Not an object, naming a variable the engine
@@ -54,14 +67,12 @@
 //! - `ignore_eos: true` (extension) → `stop_at_eos = false`.
 //! - `stream`, `stream_options.include_usage`.
 //! - `n` and `best_of` must be 1 (or absent) → else 400.
-//! - Refused with 400 because they cannot be honoured: `logprobs` (true / non-null), `tools` /
-//!   `functions` (non-empty), `response_format` other than `{"type":"text"}`, `echo: true`,
-//!   a non-empty `suffix`.
+//! - Refused with 400 because they cannot be honoured: `logprobs` (true / non-null),
+//!   `response_format` other than `{"type":"text"}`, `echo: true`, a non-empty `suffix`.
 //! - Accepted and ignored: `model`, `frequency_penalty` and `presence_penalty` (checked to be
 //!   numbers in [-2, 2]; the engine has only the multiplicative `repeat_penalty`, and an
-//!   additive penalty does not translate into it), `logit_bias`, `user`, `tool_choice`,
-//!   `parallel_tool_calls`, `top_logprobs`, `store`, `metadata`, `service_tier` and any other
-//!   unknown field.
+//!   additive penalty does not translate into it), `logit_bias`, `user`, `top_logprobs`,
+//!   `store`, `metadata`, `service_tier` and any other unknown field.
 //!
 //! [`GenParams::validate`] failures are 400 `invalid_request_error` with `param` set.
 //!
@@ -78,6 +89,14 @@
 //! message also has `reasoning_content`: the text of a `<think>…</think>` block that opens the
 //! reply, or that the chat prompt opened ([`Backend::chat_prompt`]), which `content` then leaves
 //! out (streamed as `delta.reasoning_content` pieces).
+//!
+//! With `tools`, the calls the reply makes ([`ToolCallParser`](crate::ToolCallParser): Hermes
+//! `<tool_call>` blocks, or a reply that is one JSON call as Llama 3.x writes them) are
+//! `message.tool_calls` (`[{id: "call_…", type: "function", function: {name, arguments}}]`, the
+//! arguments a string of compact JSON), `content` is the text beside them (`null` when there is
+//! none) and `finish_reason` is `tool_calls` (unless `max_tokens` cut the reply). A block that does
+//! not parse or names a function not offered stays in `content` as written. Streamed, each call
+//! comes whole in one `delta.tool_calls: [{index, id, type, function}]`, when its block closes.
 //!
 //! Streaming (`stream: true`): `text/event-stream`, one `data: {chunk}\n\n` per piece of text
 //! (chat: the first chunk is `delta: {role: "assistant", content: ""}`), a last chunk with
@@ -119,6 +138,7 @@
 mod api;
 mod http;
 mod reasoning;
+mod tools;
 
 use crate::{GenParams, Message, Result, Stats, TemplateKwargs};
 use std::io;

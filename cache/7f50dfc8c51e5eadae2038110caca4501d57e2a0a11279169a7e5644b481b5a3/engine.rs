@@ -1925,7 +1925,7 @@ mod tokenizer_hf {
 }
 pub use tokenizer_hf::*;
 
-// ==== 11. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v3, realization chat_template/minijinja (ckb) ====
+// ==== 11. Chat template (the model file's Jinja2 template, rendered with minijinja) — contract chat_template v4, realization chat_template/minijinja (ckb) ====
 mod chat_template {
     use super::*;
 
@@ -2033,17 +2033,16 @@ mod chat_template {
             }
         }
 
-        /// Renders the conversation (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`;
-        /// `tools` and `documents` none) with the caller's `kwargs` besides (they may set `tools`,
-        /// not the four the engine sets).
+        /// Renders the conversation (`messages` as rt::Message::template_value writes them, with
+        /// their tool calls; `add_generation_prompt`, `bos_token`, `eos_token`; `tools` and `documents`
+        /// none) with the caller's `kwargs` besides (they may set `tools`, not the four the engine sets).
         pub(crate) fn render(&self, messages: &[rt::Message], add_generation_prompt: bool, bos: &str, eos: &str, kwargs: &rt::TemplateKwargs) -> rt::Result<String> {
             self.check()?;
             if let Some(k) = kwargs.keys().find(|k| rt::TEMPLATE_ENGINE_VARS.contains(&k.as_str())) {
                 return Err(rt::Error::Template(format!("chat template kwargs may not set '{k}': the engine sets it; pass the conversation as messages")));
             }
-            let msg = |m: &rt::Message| Value::from_iter([("role", m.role.as_str()), ("content", m.content.as_str())]);
             let own = [
-                ("messages", Value::from(messages.iter().map(msg).collect::<Vec<Value>>())),
+                ("messages", Value::from_serialize(messages.iter().map(rt::Message::template_value).collect::<Vec<_>>())),
                 ("add_generation_prompt", Value::from(add_generation_prompt)),
                 ("bos_token", Value::from(bos)),
                 ("eos_token", Value::from(eos)),

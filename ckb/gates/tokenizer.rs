@@ -217,9 +217,31 @@ fn gate_chat_template() {
             format!("{qwen_sys}<|im_start|>user\nunicode \u{2713} \u{65e5}\u{672c} \"quotes\" <b>html</b> {{{{ not template }}}} \n\n newlines  <|im_end|>\n<|im_start|>assistant\n"),
         ),
     ];
+    // function calling: the tools offered (keys in the client's order, non-ASCII unescaped, as
+    // transformers' tojson writes them), an assistant turn's calls (arguments as objects), results
+    let weather = rt::serde_json::json!({"type": "function", "function": {"name": "get_weather", "description": "The weather in a city (\u{b0}C or \u{b0}F)", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]}}});
+    let tools: rt::TemplateKwargs = [("tools".to_string(), rt::serde_json::json!([weather]))].into_iter().collect();
+    let tools_sys = "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather in a city (\u{b0}C or \u{b0}F)\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+    let call = |id: &str, args: &str| rt::ToolCall { id: id.into(), name: "get_weather".into(), arguments: args.into() };
+    let tool_cases: Vec<(Vec<rt::Message>, bool, &rt::TemplateKwargs, String)> = vec![
+        (vec![m("user", "weather in Paris?")], true, &tools, format!("{tools_sys}<|im_start|>user\nweather in Paris?<|im_end|>\n<|im_start|>assistant\n")),
+        (
+            vec![m("user", "weather in Paris?"), rt::Message::assistant_calls("", vec![call("call_1", "{\"city\": \"Paris\", \"unit\": \"c\"}")]), rt::Message::tool("call_1", "22 C")],
+            true,
+            &tools,
+            format!("{tools_sys}<|im_start|>user\nweather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Paris\", \"unit\": \"c\"}}}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n22 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"),
+        ),
+        (
+            vec![m("user", "q"), rt::Message::assistant_calls("Checking both.", vec![call("a", "{\"city\": \"Paris\"}"), call("b", "{\"city\": \"Oslo\"}")])],
+            false,
+            &none,
+            format!("{qwen_sys}<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nChecking both.\n<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Paris\"}}}}\n</tool_call>\n<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Oslo\"}}}}\n</tool_call><|im_end|>\n"),
+        ),
+    ];
+    let cases = cases.into_iter().map(|(msgs, agp, want)| (msgs, agp, &none, want)).chain(tool_cases).collect::<Vec<_>>();
     let mut bad = 0;
-    for (k, (msgs, agp, want)) in cases.iter().enumerate() {
-        match t.render(msgs, *agp, "<|endoftext|>", "<|im_end|>", &none) {
+    for (k, (msgs, agp, kw, want)) in cases.iter().enumerate() {
+        match t.render(msgs, *agp, "<|endoftext|>", "<|im_end|>", kw) {
             Ok(got) if &got == want => {}
             Ok(got) => {
                 bad += 1;
@@ -272,7 +294,13 @@ fn gate_chat_template_vectors(t: &ChatTemplate, path: &std::path::Path) {
     let cases = v["cases"].as_array().expect("cases");
     let mut bad = 0;
     for (k, c) in cases.iter().enumerate() {
-        let msgs: Vec<rt::Message> = c["messages"].as_array().expect("messages").iter().map(|m| rt::Message::new(&s(&m["role"]), &s(&m["content"]))).collect();
+        // OpenAI's form: an assistant turn's tool_calls (arguments a string of JSON), a result's tool_call_id
+        let msg = |m: &rt::serde_json::Value| rt::Message {
+            tool_calls: m["tool_calls"].as_array().into_iter().flatten().map(|c| rt::ToolCall { id: s(&c["id"]), name: s(&c["function"]["name"]), arguments: s(&c["function"]["arguments"]) }).collect(),
+            tool_call_id: m["tool_call_id"].as_str().map(str::to_string),
+            ..rt::Message::new(s(&m["role"]), s(&m["content"]))
+        };
+        let msgs: Vec<rt::Message> = c["messages"].as_array().expect("messages").iter().map(msg).collect();
         let want = s(&c["expected"]);
         // a case's own template variables ("kwargs", e.g. enable_thinking), else none
         let kw = c.get("kwargs").and_then(|v| v.as_object()).cloned().unwrap_or_default();

@@ -508,3 +508,124 @@ print("ok", m, repr("".join(parts)))
     );
     println!("python openai client: {}", so.trim());
 }
+
+/// An OpenAI function tool.
+fn weather_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}}, "required": ["city"]}}})
+}
+
+/// Function calling on the real model: Qwen2.5-Coder's template lists the offered tools in its
+/// system prompt, and greedy, the model answers a weather question with a Hermes block calling
+/// get_weather for Paris, which comes back as a tool call, plain and streamed. The next turn (the
+/// call and its result) renders to 233 tokens, as llama-server --jinja counts the same request
+/// (measured 2026-12-08 with the anchor build; it also generates the same text for it). SmolLM2's
+/// template ignores tools: offering them is a 400.
+#[test]
+fn the_real_model_calls_an_offered_function() {
+    let Some(model) = common::real_model() else {
+        return;
+    };
+    let s = Served::start_model(&model, &["--threads", "2", "--quiet"]);
+    let user = json!({"role": "user", "content": "What is the weather in Paris right now?"});
+    let ask =
+        json!({"messages": [user], "tools": [weather_tool()], "temperature": 0, "max_tokens": 64});
+    let (st, v) = s.post("/chat/completions", ask.clone());
+    assert_eq!(st, 200, "{v}");
+    let c = &v["choices"][0];
+    assert_eq!(c["finish_reason"], "tool_calls", "{v}");
+    assert_eq!(c["message"]["content"], Value::Null, "{v}");
+    let call = &c["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"city": "Paris"}), "{v}");
+    assert_eq!(v["usage"]["prompt_tokens"], 181, "{v}");
+
+    let mut streamed = ask.clone();
+    streamed["stream"] = json!(true);
+    let body = ureq::post(&s.url("/chat/completions"))
+        .send_json(streamed)
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let deltas: Vec<Value> = body
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let calls: Vec<&Value> = deltas
+        .iter()
+        .filter_map(|d| d["choices"][0]["delta"]["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(
+        (&calls[0]["index"], &calls[0]["function"]["arguments"]),
+        (&json!(0), &call["function"]["arguments"]),
+        "{body}"
+    );
+    assert_eq!(
+        deltas.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
+
+    let turn = json!({"messages": [user, c["message"], {"role": "tool", "tool_call_id": call["id"], "content": "{\"temperature_c\": 18, \"sky\": \"sunny\"}"}],
+                      "tools": [weather_tool()], "temperature": 0, "max_tokens": 64});
+    let (st, v) = s.post("/chat/completions", turn);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["usage"]["prompt_tokens"], 233, "{v}");
+    drop(s);
+
+    let Some(smol) = common::smollm2() else {
+        return;
+    };
+    let s = Served::start_model(&smol, &["--threads", "2", "--quiet"]);
+    let (st, v) = s.post("/chat/completions", ask);
+    assert_eq!((st, &v["error"]["param"]), (400, &json!("tools")), "{v}");
+}
+
+/// The official python client reads the real model's call and sends the result back.
+#[test]
+fn official_python_openai_client_calls_a_function() {
+    let has = Command::new("python3")
+        .args(["-c", "import openai"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has {
+        println!("skipped: the python openai package is not installed (pip install openai)");
+        return;
+    }
+    let Some(model) = common::real_model() else {
+        return;
+    };
+    let s = Served::start_model(&model, &["--threads", "2", "--quiet"]);
+    let script = r#"
+import json, sys, openai
+c = openai.OpenAI(base_url=sys.argv[1], api_key="none")
+tools = [json.loads(sys.argv[2])]
+msgs = [{"role": "user", "content": "What is the weather in Paris right now?"}]
+r = c.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=64)
+m = r.choices[0].message
+assert r.choices[0].finish_reason == "tool_calls" and m.tool_calls, r
+call = m.tool_calls[0]
+assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}, call
+msgs += [m.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": "18 C, sunny"}]
+r2 = c.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=16)
+assert r2.choices[0].finish_reason in ("stop", "length", "tool_calls"), r2
+print("ok", call.id, call.function.arguments)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &s.base, &weather_tool().to_string()])
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && so.starts_with("ok call_"),
+        "{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("python openai client: {}", so.trim());
+}

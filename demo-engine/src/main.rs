@@ -54,6 +54,12 @@ struct SampleArgs {
     min_p: f32,
     #[arg(long, default_value_t = 1.0)]
     repeat_penalty: f32,
+    /// Subtracted from a token's logit per occurrence among the last 64 tokens (-2 to 2).
+    #[arg(long, default_value_t = 0.0)]
+    frequency_penalty: f32,
+    /// Subtracted from a token's logit once if it is among the last 64 tokens (-2 to 2).
+    #[arg(long, default_value_t = 0.0)]
+    presence_penalty: f32,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Stop when the text ends with this (repeatable).
@@ -73,7 +79,10 @@ impl SampleArgs {
             top_p: self.top_p,
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
             repeat_last_n: 64,
+            logit_bias: Vec::new(),
             seed: self.seed,
             stop: self.stop.clone(),
             stop_at_eos: !self.ignore_eos,

@@ -130,8 +130,17 @@ pub struct GenParams {
     pub min_p: f32,
     /// Penalty (> 1 discourages) on tokens among the last `repeat_last_n`; 1.0 disables.
     pub repeat_penalty: f32,
-    /// How many recent tokens the repetition penalty looks at.
+    /// Subtracted from a token's logit once per time it is among the last `repeat_last_n`
+    /// (OpenAI's `frequency_penalty`, applied over llama.cpp's window); 0.0 disables. In [-2, 2].
+    pub frequency_penalty: f32,
+    /// Subtracted from a token's logit once if it is among the last `repeat_last_n` (OpenAI's
+    /// `presence_penalty`); 0.0 disables. In [-2, 2].
+    pub presence_penalty: f32,
+    /// How many recent tokens (prompt and generated) the three penalties look at.
     pub repeat_last_n: usize,
+    /// Added to these token ids' logits before everything else (OpenAI's `logit_bias`: -100
+    /// bans a token, 100 all but forces it); ids past the vocabulary are ignored. In [-100, 100].
+    pub logit_bias: Vec<(u32, f32)>,
     /// Seed of the sampler's random number generator.
     pub seed: u64,
     /// Generation stops when the text ends with one of these (the stop string is not returned).
@@ -150,7 +159,10 @@ impl GenParams {
             top_p: 1.0,
             min_p: 0.0,
             repeat_penalty: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
             repeat_last_n: 64,
+            logit_bias: Vec::new(),
             seed: 0,
             stop: Vec::new(),
             stop_at_eos: true,
@@ -188,6 +200,23 @@ impl GenParams {
             return bad(format!(
                 "repeat_penalty is {}, must be a finite number > 0",
                 self.repeat_penalty
+            ));
+        }
+        for (name, x) in [
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+        ] {
+            if !(-2.0..=2.0).contains(&x) {
+                return bad(format!("{name} is {x}, must be in [-2, 2]"));
+            }
+        }
+        if let Some((id, b)) = self
+            .logit_bias
+            .iter()
+            .find(|b| !(-100.0..=100.0).contains(&b.1))
+        {
+            return bad(format!(
+                "logit_bias of token {id} is {b}, must be in [-100, 100]"
             ));
         }
         if self.stop.iter().any(|s| s.is_empty()) {

@@ -549,7 +549,10 @@ fn parameter_mapping_and_defaults() {
             top_p: 0.9,
             min_p: 0.1,
             repeat_penalty: 1.1,
+            frequency_penalty: 0.5,
+            presence_penalty: 0.0,
             repeat_last_n: 32,
+            logit_bias: vec![],
             seed: 42,
             stop: vec![],
             stop_at_eos: false,
@@ -677,6 +680,22 @@ fn bad_json_is_400_with_where() {
         (
             json!({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": 3}),
             "frequency_penalty",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -2.5}),
+            "presence_penalty",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"abc": 1}}),
+            "logit_bias",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 101}}),
+            "logit_bias",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "logit_bias": [5]}),
+            "logit_bias",
         ),
         (
             json!({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": "enable_thinking=false"}),

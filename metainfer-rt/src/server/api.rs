@@ -316,16 +316,39 @@ fn refuse_unsupported(o: &Map<String, Value>, chat: bool) -> Result<(), ApiError
             return unsupported("suffix", "there is no fill-in-the-middle");
         }
     }
-    for k in ["frequency_penalty", "presence_penalty"] {
-        if let Some(x) = num(o, k)? {
-            if !(-2.0..=2.0).contains(&x) {
-                return Err(
-                    ApiError::invalid(format!("'{k}' is {x}, must be in [-2, 2]")).param(k),
-                );
-            }
-        }
-    }
     Ok(())
+}
+
+/// `logit_bias`: `{"token id": bias}` (the ids as the model's tokenizer numbers them).
+fn logit_bias(o: &Map<String, Value>) -> Result<Vec<(u32, f32)>, ApiError> {
+    let k = "logit_bias";
+    let bad = |m: String| Err(ApiError::invalid(m).param(k));
+    let m = match get(o, k) {
+        None => return Ok(Vec::new()),
+        Some(Value::Object(m)) => m,
+        Some(v) => {
+            return bad(format!(
+                "'{k}' must be an object of token ids and biases like {{\"50256\": -100}}, not {}",
+                kind(v)
+            ))
+        }
+    };
+    let mut out = Vec::with_capacity(m.len());
+    for (id, b) in m {
+        let Ok(id_n) = id.parse::<u32>() else {
+            return bad(format!(
+                "'{k}' key '{id}' is not a token id (a non-negative integer)"
+            ));
+        };
+        let Some(b) = b.as_f64() else {
+            return bad(format!(
+                "'{k}' of token {id} must be a number, not {}",
+                kind(b)
+            ));
+        };
+        out.push((id_n, b as f32));
+    }
+    Ok(out)
 }
 
 /// Parses and validates a chat (`chat`) or completions request body.
@@ -411,18 +434,30 @@ pub(crate) fn parse_request(
         top_p: num(o, "top_p")?.unwrap_or(d.top_p),
         min_p: num(o, "min_p")?.unwrap_or(d.min_p),
         repeat_penalty: num(o, "repeat_penalty")?.unwrap_or(d.repeat_penalty),
+        frequency_penalty: num(o, "frequency_penalty")?.unwrap_or(d.frequency_penalty),
+        presence_penalty: num(o, "presence_penalty")?.unwrap_or(d.presence_penalty),
         repeat_last_n: uint(o, "repeat_last_n")?
             .map(to_usize)
             .unwrap_or(d.repeat_last_n),
+        logit_bias: logit_bias(o)?,
         seed,
         stop: stops(o)?,
         stop_at_eos: !boolean(o, "ignore_eos")?.unwrap_or(false),
     };
     if let Err(e) = params.validate() {
         let param = match &e {
-            Error::Params(m) => ["temperature", "top_p", "min_p", "repeat_penalty", "stop"]
-                .into_iter()
-                .find(|p| m.starts_with(p)),
+            Error::Params(m) => [
+                "temperature",
+                "top_p",
+                "min_p",
+                "repeat_penalty",
+                "frequency_penalty",
+                "presence_penalty",
+                "logit_bias",
+                "stop",
+            ]
+            .into_iter()
+            .find(|p| m.starts_with(p)),
             _ => None,
         };
         let mut err = ApiError::invalid(e.to_string());

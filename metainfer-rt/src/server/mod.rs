@@ -64,15 +64,18 @@
 //! - `stop`: a string or an array of strings → `stop` (the stop string is not returned).
 //! - `repeat_penalty` and `repeat_last_n` (llama.cpp's names, extensions) → the same fields
 //!   (defaults 1.0 and 64).
+//! - `frequency_penalty` and `presence_penalty` (in [-2, 2], default 0) → the same fields: as in
+//!   llama.cpp, over the last `repeat_last_n` tokens of prompt and reply (OpenAI counts the reply
+//!   only).
+//! - `logit_bias`: `{"token id": bias}`, each in [-100, 100] → `logit_bias` (ids past the
+//!   vocabulary are ignored).
 //! - `ignore_eos: true` (extension) → `stop_at_eos = false`.
 //! - `stream`, `stream_options.include_usage`.
 //! - `n` and `best_of` must be 1 (or absent) → else 400.
 //! - Refused with 400 because they cannot be honoured: `logprobs` (true / non-null),
 //!   `response_format` other than `{"type":"text"}`, `echo: true`, a non-empty `suffix`.
-//! - Accepted and ignored: `model`, `frequency_penalty` and `presence_penalty` (checked to be
-//!   numbers in [-2, 2]; the engine has only the multiplicative `repeat_penalty`, and an
-//!   additive penalty does not translate into it), `logit_bias`, `user`, `top_logprobs`,
-//!   `store`, `metadata`, `service_tier` and any other unknown field.
+//! - Accepted and ignored: `model`, `user`, `top_logprobs`, `store`, `metadata`,
+//!   `service_tier` and any other unknown field.
 //!
 //! [`GenParams::validate`] failures are 400 `invalid_request_error` with `param` set.
 //!

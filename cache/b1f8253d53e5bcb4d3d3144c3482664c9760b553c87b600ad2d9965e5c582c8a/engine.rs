@@ -24,7 +24,7 @@
 //    9. Forward pass (dense decoder: RMSNorm, GQA attention with the family's biases, norms, rope and window, gated FFN) (forward_decoder/cuda)
 //   10. Tokenizer (Hugging Face tokenizer.json through the tokenizers crate) (tokenizer_hf/tokenizers)
 //   11. Chat template (the model file's Jinja2 template, rendered with minijinja) (chat_template/minijinja)
-//   12. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
+//   12. Sampler (logit bias, repetition / frequency / presence penalties, greedy, top-k, temperature, top-p, min-p, seeded draw) (sampler/standard)
 //   13. Generation and streaming (generate/stream)
 //   14. OpenAI-compatible server (metainfer::rt::server over this engine) (server_openai/backend)
 
@@ -1741,11 +1741,11 @@ mod forward_decoder {
 
     /// What the device can sample without the logits leaving it: `(top_k, temperature, u)` for
     /// argmax (`top_k` 1) or temperature + top-k with `top_k <= TOPK_MAX` (`u` drawn from the
-    /// sampler's RNG, as `Sampler::sample` would); None when top-p, min-p, the repetition penalty or
+    /// sampler's RNG, as `Sampler::sample` would); None when top-p, min-p, a penalty, a logit bias or
     /// an unbounded top-k need the CPU path over the logits.
     fn device_draw(s: &mut Sampler) -> Option<(usize, f32, f32)> {
         let p = &s.p;
-        if p.repeat_penalty != 1.0 {
+        if p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0 || !p.logit_bias.is_empty() {
             return None;
         }
         if !(p.temperature > 0.0) {
@@ -2058,11 +2058,11 @@ mod chat_template {
 }
 pub use chat_template::*;
 
-// ==== 12. Sampler (repetition penalty, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v1, realization sampler/standard (ckb) ====
+// ==== 12. Sampler (logit bias, repetition / frequency / presence penalties, greedy, top-k, temperature, top-p, min-p, seeded draw) — contract sampler v2, realization sampler/standard (ckb) ====
 mod sampler {
     use super::*;
 
-    // Repetition penalty, then argmax (T = 0) or top-k → softmax(l / T) → top-p → min-p → a seeded draw.
+    // Logit bias and penalties, then argmax (T = 0) or top-k → softmax(l / T) → top-p → min-p → a seeded draw.
 
     /// xoshiro256** seeded through splitmix64: small, fast, and fully determined by the seed.
     #[derive(Debug, Clone)]
@@ -2107,18 +2107,25 @@ mod sampler {
         best.map_or(0, |(i, _)| i as u32)
     }
 
-    /// llama.cpp's repetition penalty on each distinct id of the last `last_n` of `recent`: l > 0 ? l / p : l * p.
-    pub(crate) fn apply_repeat_penalty(logits: &mut [f32], recent: &[u32], last_n: usize, penalty: f32, scratch: &mut Vec<u32>) {
-        if penalty == 1.0 || last_n == 0 || recent.is_empty() {
+    /// p.logit_bias added, then llama.cpp's penalties on each distinct id seen c times in the last
+    /// p.repeat_last_n of `recent`: l = (l > 0 ? l / repeat : l * repeat) - c * frequency - presence.
+    pub(crate) fn apply_penalties(logits: &mut [f32], recent: &[u32], p: &rt::GenParams, scratch: &mut Vec<u32>) {
+        for &(id, b) in &p.logit_bias {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l += b;
+            }
+        }
+        let off = p.repeat_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
+        if off || p.repeat_last_n == 0 || recent.is_empty() {
             return;
         }
         scratch.clear();
-        scratch.extend_from_slice(&recent[recent.len().saturating_sub(last_n)..]);
+        scratch.extend_from_slice(&recent[recent.len().saturating_sub(p.repeat_last_n)..]);
         scratch.sort_unstable();
-        scratch.dedup();
-        for &id in scratch.iter() {
-            if let Some(l) = logits.get_mut(id as usize) {
-                *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+        for run in scratch.chunk_by(|a, b| a == b) {
+            if let Some(l) = logits.get_mut(run[0] as usize) {
+                let r = if *l > 0.0 { *l / p.repeat_penalty } else { *l * p.repeat_penalty };
+                *l = r - run.len() as f32 * p.frequency_penalty - p.presence_penalty;
             }
         }
     }
@@ -2131,7 +2138,7 @@ mod sampler {
     /// The sampler of one generation: parameters, its RNG, and scratch buffers.
     #[derive(Debug, Clone)]
     pub(crate) struct Sampler {
-        pub(crate) p: rt::GenParams, // temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n
+        pub(crate) p: rt::GenParams, // temperature, top_k, top_p, min_p, the penalties, logit_bias
         pub(crate) rng: SamplerRng,
         cand: Vec<(u32, f32)>, // [n_cand] (id, logit, later probability) of the surviving candidates
         seen: Vec<u32>,        // [repeat_last_n] distinct recent ids (scratch)
@@ -2167,9 +2174,9 @@ mod sampler {
             self.cand.iter().map(|&(id, p)| (id, (p as f64 / total) as f32)).collect()
         }
 
-        /// Penalty and filters; `Some(id)` when no draw is needed, else the kept candidates are in `self.cand`.
+        /// Bias, penalties and filters; `Some(id)` when no draw is needed, else the kept candidates are in `self.cand`.
         fn filter(&mut self, logits: &mut [f32], recent: &[u32]) -> Option<u32> {
-            apply_repeat_penalty(logits, recent, self.p.repeat_last_n, self.p.repeat_penalty, &mut self.seen);
+            apply_penalties(logits, recent, &self.p, &mut self.seen);
             if !(self.p.temperature > 0.0) {
                 return Some(argmax(logits));
             }

@@ -1,6 +1,7 @@
 // Gate `sampler`: greedy = argmax (NaN-safe, lowest id on ties), seeded determinism, the sets
 // top-k / top-p / min-p keep on handcrafted distributions, temperature scaling, llama.cpp's
-// repetition-penalty rule, draw frequencies. Compiled inside the engine crate.
+// repetition, frequency and presence penalties, logit bias, draw frequencies. Compiled inside the
+// engine crate.
 
 fn gate_samp_params(temperature: f32, top_k: usize, top_p: f32, min_p: f32) -> rt::GenParams {
     rt::GenParams { temperature, top_k, top_p, min_p, seed: 1234, ..rt::GenParams::greedy(16) }
@@ -129,13 +130,29 @@ fn gate_sampler() {
     check(s.sample(&mut [f32::NAN, 0.0, f32::NAN], &[]) == 1, "NaN logits are never drawn");
 
     // Repetition penalty (llama.cpp): positive logits divided, others multiplied, once per id.
+    let pen = |repeat: f32, frequency: f32, presence: f32, last_n: usize| rt::GenParams { repeat_penalty: repeat, frequency_penalty: frequency, presence_penalty: presence, repeat_last_n: last_n, ..rt::GenParams::greedy(1) };
     let mut l = vec![2.0f32, -1.0, 0.5, 3.0, 0.0];
     let mut scratch = Vec::new();
-    apply_repeat_penalty(&mut l, &[0, 1, 0, 0, 99], 64, 2.0, &mut scratch);
+    apply_penalties(&mut l, &[0, 1, 0, 0, 99], &pen(2.0, 0.0, 0.0, 64), &mut scratch);
     check(l == vec![1.0, -2.0, 0.5, 3.0, 0.0], "repeat penalty rule, applied once per distinct id, bad ids ignored");
     let mut l = vec![2.0f32, -1.0, 0.5];
-    apply_repeat_penalty(&mut l, &[1, 2, 0], 1, 2.0, &mut scratch);
+    apply_penalties(&mut l, &[1, 2, 0], &pen(2.0, 0.0, 0.0, 1), &mut scratch);
     check(l == vec![1.0, -1.0, 0.5], "repeat_last_n limits the window to the last tokens");
+    // Frequency (per occurrence) and presence (once) penalties, after the repetition rule (llama.cpp's order).
+    let mut l = vec![2.0f32, -1.0, 0.5];
+    apply_penalties(&mut l, &[0, 0, 1, 7], &pen(1.0, 0.5, 0.25, 64), &mut scratch);
+    check(l == vec![0.75, -1.75, 0.5], "frequency and presence penalties");
+    let mut l = vec![2.0f32, -1.0, 0.5];
+    apply_penalties(&mut l, &[0, 0, 1], &pen(2.0, 0.5, 0.25, 2), &mut scratch);
+    check(l == vec![0.25, -2.75, 0.5], "all three penalties over the window");
+    // Logit bias: added before everything else, ids past the vocabulary ignored.
+    let mut p = rt::GenParams { logit_bias: vec![(1, 1.0), (9, 50.0)], ..rt::GenParams::greedy(1) };
+    check(Sampler::new(&p).sample(&mut [3.0, 2.9], &[]) == 1, "a logit bias changes the greedy choice");
+    p.logit_bias = vec![(0, -100.0)];
+    check(Sampler::new(&p).sample(&mut [3.0, 2.9, -50.0], &[]) == 1, "a -100 bias bans a token");
+    p.temperature = 1.0;
+    p.logit_bias = vec![(2, -100.0)];
+    check((0..200).all(|seed| Sampler::new(&rt::GenParams { seed, ..p.clone() }).sample(&mut [0.0, 0.0, 0.0], &[]) != 2), "a banned token is never drawn");
     let mut p = rt::GenParams::greedy(1);
     p.repeat_penalty = 1.5;
     let mut s = Sampler::new(&p);

@@ -87,10 +87,13 @@ fn demo_engines_plan_implement_and_pass_review() {
         // chat_with and the template's check of the engine's own names, +11 in every engine;
         // session 21) to 3,720. Session 22's set_chat_template / chat_template and the server's
         // chat_prompt (a reply that starts inside a think block the template opened) took +16 in
-        // every engine and fit: qwen2 and qwen3 avx512 at 3,719.
+        // every engine and fit: qwen2 and qwen3 avx512 at 3,719. Session 23's OpenAI sampling
+        // parameters that were accepted and ignored until then (frequency_penalty,
+        // presence_penalty, logit_bias in the sampler: +6 in every engine, the message template
+        // value moved into rt: -1) to 3,740: qwen2 avx512 at 3,724.
         assert!(
-            code < 3720,
-            "{hw}: engine.rs has {code} lines of code, over the 3,720-line budget"
+            code < 3740,
+            "{hw}: engine.rs has {code} lines of code, over the 3,740-line budget"
         );
         // the header is data and the cpu check, not a place for code to hide from the budget
         assert!(

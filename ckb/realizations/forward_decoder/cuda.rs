@@ -502,11 +502,11 @@ impl Engine {
 
 /// What the device can sample without the logits leaving it: `(top_k, temperature, u)` for
 /// argmax (`top_k` 1) or temperature + top-k with `top_k <= TOPK_MAX` (`u` drawn from the
-/// sampler's RNG, as `Sampler::sample` would); None when top-p, min-p, the repetition penalty or
+/// sampler's RNG, as `Sampler::sample` would); None when top-p, min-p, a penalty, a logit bias or
 /// an unbounded top-k need the CPU path over the logits.
 fn device_draw(s: &mut Sampler) -> Option<(usize, f32, f32)> {
     let p = &s.p;
-    if p.repeat_penalty != 1.0 {
+    if p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0 || !p.logit_bias.is_empty() {
         return None;
     }
     if !(p.temperature > 0.0) {

@@ -629,3 +629,35 @@ print("ok", call.id, call.function.arguments)
     );
     println!("python openai client: {}", so.trim());
 }
+
+/// `frequency_penalty`, `presence_penalty` and `logit_bias` reach the sampler: on the tiny model,
+/// greedy, the server's completion equals the engine's own generation with those parameters (the
+/// first greedy token banned, both penalties on), which differs from the plain greedy one.
+#[test]
+fn penalties_and_logit_bias_reach_the_sampler() {
+    let mut m = demo_engine::load(&common::tiny_model(), demo_engine::Which::Generic).unwrap();
+    let ids = m.encode("hello world");
+    let plain = metainfer::GenParams {
+        stop_at_eos: false,
+        ..metainfer::GenParams::greedy(12)
+    };
+    let first = m.generate_ids(&ids, &plain, &mut |_, _| true).unwrap().0;
+    let shaped = metainfer::GenParams {
+        logit_bias: vec![(first[0], -100.0)],
+        frequency_penalty: 0.5,
+        presence_penalty: 1.5,
+        ..plain.clone()
+    };
+    let want = m.generate_ids(&ids, &shaped, &mut |_, _| true).unwrap().0;
+    assert_ne!(want[0], first[0], "the banned token was not chosen");
+    let want = m.decode(&want);
+    assert_ne!(want, m.decode(&first));
+    let s = Served::start(&["--engine", "generic", "--quiet"]);
+    let (st, v) = s.post(
+        "/completions",
+        json!({"prompt": "hello world", "max_tokens": 12, "temperature": 0, "ignore_eos": true,
+               "logit_bias": {first[0].to_string(): -100}, "frequency_penalty": 0.5, "presence_penalty": 1.5}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["choices"][0]["text"], json!(want), "{v}");
+}

@@ -263,6 +263,25 @@ fn chat_with_the_fixture_template() {
         .filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str())
         .collect();
     assert!(!streamed.is_empty());
+
+    // /metrics counts both requests and their tokens
+    let m = ureq::get(&s.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let value = |series: &str| {
+        m.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {series} in {m}"))
+    };
+    let model = v["model"].as_str().unwrap();
+    let ok = format!("metainfer_requests_total{{model=\"{model}\",outcome=\"ok\"}}");
+    assert_eq!(value(&ok), 2.0, "{m}");
+    let generated = format!("metainfer_generated_tokens_total{{model=\"{model}\"}}");
+    assert_eq!(value(&generated), 12.0, "{m}");
+    let prompt = format!("metainfer_prompt_tokens_total{{model=\"{model}\"}}");
+    assert!(value(&prompt) > 8.0, "{m}");
 }
 
 #[test]

@@ -1590,3 +1590,99 @@ fn bind_refuses_zero_limits() {
     .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }
+
+/// The value of one series in a /metrics text (`name{labels}`), if present.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn get_metrics(t: &Setup) -> String {
+    let r = agent().get(&t.url("/metrics")).call().unwrap();
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    r.into_string().unwrap()
+}
+
+#[test]
+fn metrics_count_requests_by_outcome_and_the_tokens() {
+    let t = start_ctx(
+        20,
+        1000,
+        ServerConfig {
+            max_concurrent: 1,
+            ..Default::default()
+        },
+    );
+    let outcome = |text: &str, o: &str| {
+        metric(
+            text,
+            &format!("metainfer_requests_total{{model=\"fake-model\",outcome=\"{o}\"}}"),
+        )
+    };
+    let m = get_metrics(&t);
+    assert!(m.contains("# TYPE metainfer_requests_total counter"), "{m}");
+    assert_eq!(outcome(&m, "ok"), Some(0.0), "{m}");
+    assert_eq!(
+        metric(&m, "metainfer_context_length{model=\"fake-model\"}"),
+        Some(1000.0)
+    );
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "w w w", "max_tokens": 3}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "w", "temperature": "hot"}),
+    );
+    assert_eq!(r.status, 400);
+    // one running (admitted), one refused, then the running one's client leaves
+    let a = raw_post(
+        t.addr(),
+        "/v1/completions",
+        &json!({"prompt": "a", "max_tokens": 200, "stream": true}).to_string(),
+    );
+    let rd = read_until_first_piece(&a);
+    let r = post_json(
+        &t.url("/v1/completions"),
+        json!({"prompt": "b", "max_tokens": 1}),
+    );
+    assert_eq!(r.status, 429);
+    let m = get_metrics(&t);
+    assert_eq!(
+        metric(&m, "metainfer_requests_admitted{model=\"fake-model\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    drop(rd);
+    drop(a);
+    let produced = t.wait_done(2).produced as f64;
+    let t0 = Instant::now();
+    let m = loop {
+        let m = get_metrics(&t);
+        if outcome(&m, "cancelled") == Some(1.0) || t0.elapsed() > Duration::from_secs(3) {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for (o, n) in [
+        ("ok", 1.0),
+        ("error", 1.0),
+        ("rejected", 1.0),
+        ("cancelled", 1.0),
+    ] {
+        assert_eq!(outcome(&m, o), Some(n), "{o}: {m}");
+    }
+    let series = |name: &str| metric(&m, &format!("metainfer_{name}{{model=\"fake-model\"}}"));
+    assert_eq!(series("prompt_tokens_total"), Some(4.0), "{m}");
+    assert_eq!(
+        series("generated_tokens_total"),
+        Some(3.0 + produced),
+        "{m}"
+    );
+    assert_eq!(series("requests_admitted"), Some(0.0), "{m}");
+    assert!(series("decode_seconds_total").is_some(), "{m}");
+}

@@ -682,6 +682,7 @@ pub(crate) fn generate(
     let backend = &shared.backend;
     if conn.peer_gone() {
         extra.text = " client gone before generation".into();
+        extra.cancelled = true;
         return Ok(());
     }
     let chat = req.chat;
@@ -770,6 +771,7 @@ pub(crate) fn generate(
         Err(e) => {
             extra.text = format!(" error: {}", e.message);
             if em.gone {
+                extra.cancelled = true;
                 return Ok(());
             }
             if !em.started {
@@ -782,6 +784,12 @@ pub(crate) fn generate(
             return Ok(());
         }
     };
+    shared.metrics.generation(
+        stats.prompt_tokens,
+        stats.gen_tokens,
+        stats.prefill_s,
+        stats.decode_s,
+    );
     let usage = {
         let prompt_tokens = n_prompt.unwrap_or(stats.prompt_tokens);
         json!({"prompt_tokens": prompt_tokens, "completion_tokens": stats.gen_tokens, "total_tokens": prompt_tokens + stats.gen_tokens})
@@ -791,6 +799,7 @@ pub(crate) fn generate(
         usage["prompt_tokens"], stats.gen_tokens, stats.finish
     );
     if em.gone || stats.finish == FinishReason::Cancelled {
+        extra.cancelled = true;
         extra.text.push_str(if em.gone {
             " (client gone)"
         } else {
@@ -799,6 +808,8 @@ pub(crate) fn generate(
         return Ok(());
     }
     if em.stream {
+        // the client gone while the last chunks went out counts as cancelled
+        extra.cancelled = true;
         if !em.start() || (chat && !em.send_chat(None)) {
             return Ok(());
         }
@@ -813,7 +824,7 @@ pub(crate) fn generate(
                 return Ok(());
             }
         }
-        let _ = em.conn.sse("[DONE]");
+        extra.cancelled = em.conn.sse("[DONE]").is_err();
         return Ok(());
     }
     let choice = if chat {

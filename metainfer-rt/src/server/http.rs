@@ -1,6 +1,7 @@
 //! HTTP/1.1 on one connection: the request head and body, routing, responses, the error
 //! envelope, lingering close, and the "is the client still there" check.
 
+use super::metrics::{self, Outcome};
 use super::{api, CountGuard, Shared};
 use crate::serde_json::{json, Value};
 use std::io::{self, Read, Write};
@@ -146,6 +147,17 @@ impl Conn {
             .is_ok()
         {
             let _ = self.stream.write_all(&bytes);
+            let _ = self.stream.flush();
+        }
+    }
+
+    /// A complete response with a body of another type.
+    pub fn send_text(&mut self, status: u16, content_type: &'static str, body: &str) {
+        if self
+            .write_head(status, content_type, Some(body.len()), &[])
+            .is_ok()
+        {
+            let _ = self.stream.write_all(body.as_bytes());
             let _ = self.stream.flush();
         }
     }
@@ -439,6 +451,10 @@ fn linger_close(stream: TcpStream, status: u16) {
 #[derive(Default)]
 pub(crate) struct LogExtra {
     pub text: String,
+    /// A generation request (chat or completions), counted in /metrics when answered.
+    pub generation: bool,
+    /// The generation stopped early: the client left or the server shut down.
+    pub cancelled: bool,
 }
 
 /// Too many open connections: a quick 503 from the accept loop.
@@ -461,6 +477,7 @@ pub(crate) fn refuse_overloaded(stream: TcpStream, shared: &Shared) {
     )
     .header("retry-after", "1");
     conn.send_error(&e);
+    shared.metrics.request(Outcome::Rejected);
     if shared.cfg.log {
         eprintln!(
             "[metainfer-server] {} - - 503 (too many connections)",
@@ -476,6 +493,7 @@ enum Route {
     Chat,
     Completions,
     Health,
+    Metrics,
 }
 
 /// The route of a path, and the method it takes.
@@ -494,6 +512,7 @@ fn route(path: &str) -> Option<(Route, &'static str)> {
         "/chat/completions" => (Route::Chat, "POST"),
         "/completions" => (Route::Completions, "POST"),
         "/health" => (Route::Health, "GET"),
+        "/metrics" => (Route::Metrics, "GET"),
         _ => match p.strip_prefix("/models/") {
             Some(id) if !id.is_empty() => (Route::Model(id.to_string()), "GET"),
             _ => return None,
@@ -559,6 +578,14 @@ fn serve_one(conn: &mut Conn, shared: &Arc<Shared>, timeout: Option<Duration>) -
             (head.method, head.path)
         }
     };
+    if extra.generation {
+        shared.metrics.request(match conn.status {
+            _ if extra.cancelled => Outcome::Cancelled,
+            200 => Outcome::Ok,
+            429 | 503 => Outcome::Rejected,
+            _ => Outcome::Error,
+        });
+    }
     if shared.cfg.log {
         let status = if conn.responded {
             conn.status.to_string()
@@ -625,7 +652,13 @@ fn serve(
             conn.send_json(200, &json!({"status": "ok"}), &[]);
             Ok(())
         }
+        Route::Metrics => {
+            let text = metrics::render(shared);
+            conn.send_text(200, "text/plain; version=0.0.4; charset=utf-8", &text);
+            Ok(())
+        }
         Route::Chat | Route::Completions => {
+            extra.generation = true;
             let body = read_body(conn, head, rest, shared.cfg.max_body_bytes, deadline)?;
             let v = parse_json(&body)?;
             let chat = matches!(route, Route::Chat);

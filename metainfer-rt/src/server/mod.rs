@@ -22,6 +22,7 @@
 //! | POST | `/v1/chat/completions` | chat with the model's chat template |
 //! | POST | `/v1/completions` | raw-prompt completion |
 //! | GET | `/health` | `{"status":"ok"}` |
+//! | GET | `/metrics` | counters and gauges in Prometheus' text format: `metainfer_requests_total{model, outcome}` (`ok`, `cancelled`, `rejected`: 429/503, `error`), `metainfer_prompt_tokens_total`, `metainfer_generated_tokens_total`, `metainfer_prefill_seconds_total`, `metainfer_decode_seconds_total`, `metainfer_requests_admitted`, `metainfer_connections_open`, `metainfer_context_length` |
 //!
 //! The same paths without the `/v1` prefix are accepted too. The request's `model` field is
 //! not checked: every request goes to the one model, whose id the response echoes.
@@ -140,6 +141,7 @@
 
 mod api;
 mod http;
+mod metrics;
 mod reasoning;
 mod tools;
 
@@ -285,6 +287,7 @@ struct Shared {
     admitted: AtomicUsize,
     connections: AtomicUsize,
     shutdown: AtomicBool,
+    metrics: metrics::Metrics,
 }
 
 /// A bound server; [`Server::run`] serves on this thread, [`Server::spawn`] on a new one.
@@ -342,6 +345,7 @@ impl Server {
             admitted: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
+            metrics: metrics::Metrics::default(),
         });
         Ok(Server {
             listener,

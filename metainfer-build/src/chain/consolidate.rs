@@ -57,11 +57,47 @@ pub fn transcript(plan: &Plan, codes: &[SlotCode], problems: &[Problem], v: &Ver
         "passed": v.passed,
         "gates": v.gates.iter().map(|g| serde_json::json!({"id": g.id, "status": g.status})).collect::<Vec<_>>(),
     }));
-    let mut out = String::new();
-    for l in lines {
-        out.push_str(&l.to_string());
-        out.push('\n');
+    lines.iter().map(json_line).collect()
+}
+
+/// One transcript line: `v` as compact JSON with every object's keys sorted, then a newline.
+/// Sorted explicitly because serde_json's map order is a cargo feature (`preserve_order`, which
+/// metainfer-rt turns on): a build of metainfer-build beside the runtime (the workspace's tests)
+/// and one without it (the CLI, a user's proc macro) must write the same bytes, or a regenerated
+/// entry's hash would depend on how the tool was built.
+pub fn json_line(v: &serde_json::Value) -> String {
+    fn write(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::from(k.as_str()).to_string());
+                    out.push(':');
+                    write(&m[k], out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(x, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
     }
+    let mut out = String::new();
+    write(v, &mut out);
+    out.push('\n');
     out
 }
 
@@ -175,5 +211,17 @@ pub fn write_proposal(
             let _ = std::fs::remove_dir_all(&tmp);
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn transcript_lines_sort_keys_at_every_level_whatever_the_map_order() {
+        let v = serde_json::json!({"step": "plan", "b": [{"z": 1, "a": null}], "a": "x\"y"});
+        assert_eq!(
+            super::json_line(&v),
+            "{\"a\":\"x\\\"y\",\"b\":[{\"a\":null,\"z\":1}],\"step\":\"plan\"}\n"
+        );
     }
 }

@@ -366,10 +366,7 @@ pub fn run(c: &Constraints, ckb: &Ckb, opts: &ChainOptions) -> Result<Candidate,
     let mut transcript = consolidate::transcript(&plan, &codes, &problems, &verdict);
     let (llm_model, llm_request_ids) = match &session_out {
         Some((lines, ids, models)) => {
-            for l in lines {
-                transcript.push_str(&l.to_string());
-                transcript.push('\n');
-            }
+            transcript.extend(lines.iter().map(consolidate::json_line));
             (models.first().cloned(), ids.clone())
         }
         None => (None, Vec::new()),
@@ -441,7 +438,7 @@ fn keep_transcript(
 ) -> ChainError {
     let dir = opts.scratch_dir.join("failed").join(key);
     let path = dir.join("transcript.jsonl");
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let text: String = lines.iter().map(consolidate::json_line).collect();
     let kept = std::fs::create_dir_all(&dir)
         .and_then(|_| std::fs::write(&path, text))
         .is_ok();

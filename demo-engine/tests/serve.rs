@@ -487,8 +487,8 @@ fn client_leaving_mid_stream_cancels() {
     }
 }
 
-#[test]
-fn official_python_openai_client() {
+/// Whether python3 can import the `openai` package (else the test skips, saying so).
+fn python_openai() -> bool {
     let has = Command::new("python3")
         .args(["-c", "import openai"])
         .stderr(Stdio::null())
@@ -496,6 +496,13 @@ fn official_python_openai_client() {
         .is_ok_and(|s| s.success());
     if !has {
         println!("skipped: the python openai package is not installed (pip install openai)");
+    }
+    has
+}
+
+#[test]
+fn official_python_openai_client() {
+    if !python_openai() {
         return;
     }
     let s = Served::start(&["--quiet"]);
@@ -608,13 +615,7 @@ fn the_real_model_calls_an_offered_function() {
 /// The official python client reads the real model's call and sends the result back.
 #[test]
 fn official_python_openai_client_calls_a_function() {
-    let has = Command::new("python3")
-        .args(["-c", "import openai"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has {
-        println!("skipped: the python openai package is not installed (pip install openai)");
+    if !python_openai() {
         return;
     }
     let Some(model) = common::real_model() else {

@@ -103,7 +103,7 @@ impl ToolCallParser {
                         self.state = State::Call;
                         continue;
                     }
-                    let keep = hold_back(&self.held);
+                    let keep = hold_back(&self.held, OPEN, str::trim_end);
                     content.extend(self.held.drain(..self.held.len() - keep));
                     return (content, calls);
                 }
@@ -168,14 +168,16 @@ impl ToolCallParser {
     }
 }
 
-/// Bytes at the end of `s` that may still be whitespace before `<tool_call>`, or its start.
-fn hold_back(s: &str) -> usize {
-    let tag = (1..OPEN.len())
+/// Bytes at the end of `s` that may still turn out to be the start of `tag`, or the separators
+/// before it (what `trim` strips from the end: whitespace before `<tool_call>`, newlines before
+/// `</think>`): what a splitter fed piece by piece holds back.
+pub(crate) fn hold_back(s: &str, tag: &str, trim: fn(&str) -> &str) -> usize {
+    let start = (1..tag.len())
         .rev()
-        .find(|&k| s.ends_with(&OPEN[..k]))
+        .find(|&k| s.ends_with(&tag[..k]))
         .unwrap_or(0);
-    let before = &s[..s.len() - tag];
-    tag + before.len() - before.trim_end().len()
+    let before = &s[..s.len() - start];
+    start + before.len() - trim(before).len()
 }
 
 #[cfg(test)]

@@ -580,17 +580,10 @@ impl Emitter<'_> {
             (Some(s), None) => s.finish(),
             (None, p) => (String::new(), p.unwrap_or("").to_string()),
         };
-        let (content, calls) = match &mut self.calls {
-            Some(c) => {
-                let (mut text, mut calls) = c.push(&content);
-                if piece.is_none() {
-                    let (t2, k2) = c.finish();
-                    text.push_str(&t2);
-                    calls.extend(k2);
-                }
-                (text, calls)
-            }
-            None => (content, Vec::new()),
+        let (content, calls) = match (&mut self.calls, piece) {
+            (Some(c), Some(_)) => c.push(&content),
+            (Some(c), None) => c.end(&content),
+            (None, _) => (content, Vec::new()),
         };
         let mut delta = json!({});
         if !reasoning.is_empty() {
@@ -833,13 +826,7 @@ pub(crate) fn generate(
             None => (String::new(), text),
         };
         let (content, calls) = match em.calls.as_mut() {
-            Some(c) => {
-                let (mut content, mut calls) = c.push(&content);
-                let (t2, k2) = c.finish();
-                content.push_str(&t2);
-                calls.extend(k2);
-                (content, calls)
-            }
+            Some(c) => c.end(&content),
             None => (content, Vec::new()),
         };
         let mut message = json!({"role": "assistant", "content": content});

@@ -7,6 +7,8 @@
 //! could still be the start of a tag or the newlines before one, so streamed deltas concatenate to
 //! exactly what a whole reply splits into.
 
+use crate::tool_calls::hold_back;
+
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
 
@@ -80,7 +82,7 @@ impl ThinkSplit {
                         continue;
                     }
                     // keep what may still be newlines before the closing tag, or its start
-                    let keep = hold_back(&self.held);
+                    let keep = hold_back(&self.held, CLOSE, |t| t.trim_end_matches('\n'));
                     reasoning.extend(self.held.drain(..self.held.len() - keep));
                     return (reasoning, content);
                 }
@@ -110,16 +112,6 @@ impl ThinkSplit {
             self.strip = self.held.is_empty();
         }
     }
-}
-
-/// Bytes at the end of `s` that may still turn out to be newlines before `</think>` or its start.
-fn hold_back(s: &str) -> usize {
-    let tag = (1..CLOSE.len())
-        .rev()
-        .find(|&k| s.ends_with(&CLOSE[..k]))
-        .unwrap_or(0);
-    let before = &s[..s.len() - tag];
-    tag + (before.len() - before.trim_end_matches('\n').len())
 }
 
 #[cfg(test)]

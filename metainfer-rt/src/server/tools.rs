@@ -185,9 +185,13 @@ impl ReplyCalls {
         (text, self.keep(calls))
     }
 
-    pub(crate) fn finish(&mut self) -> (String, Vec<ToolCall>) {
-        let (text, calls) = self.parser.finish();
-        (text, self.keep(calls))
+    /// The last of the content (the reply ended): what became final and what the parser held.
+    pub(crate) fn end(&mut self, content: &str) -> (String, Vec<ToolCall>) {
+        let (mut text, mut calls) = self.push(content);
+        let (rest, more) = self.parser.finish();
+        text.push_str(&rest);
+        calls.extend(self.keep(more));
+        (text, calls)
     }
 
     fn keep(&mut self, mut calls: Vec<ToolCall>) -> Vec<ToolCall> {
